@@ -1,0 +1,452 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/sbx-sh/sbx/config"
+	"github.com/sbx-sh/sbx/local"
+	"github.com/sbx-sh/sbx/sandbox"
+	"github.com/sbx-sh/sbx/session"
+)
+
+// Exit codes of sbx itself; a command's own exit code passes through.
+const (
+	exitUsage    = 2
+	exitSbxError = 125
+)
+
+const usage = `usage: sbx <command> [flags]
+
+commands:
+  exec [--session NAME] [--keep] [--timeout DURATION] [--net] [--code-dir DIR]... -- COMMAND...
+                 run COMMAND (a shell command line) in the session's sandbox
+  shell [--session NAME] [--keep] [--net] [--code-dir DIR]...
+                 an interactive shell in the session's sandbox
+  release (--session NAME | --all)
+                 release a kept session's sandbox
+  ls             list kept sessions
+  version        print sbx's version
+
+Exit status of exec: the command's own; 124 when it timed out; 125 when sbx
+itself failed (claim, sync, config).
+`
+
+var version = "0.1.0-dev"
+
+func versionString() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				return version + "+" + s.Value[:12]
+			}
+		}
+	}
+	return version
+}
+
+// cli carries what every sub-command needs.
+type cli struct {
+	stdout, stderr io.Writer
+	log            *slog.Logger
+}
+
+func run(ctx context.Context, args []string) int {
+	c := &cli{stdout: os.Stdout, stderr: os.Stderr}
+	level := slog.LevelWarn
+	if os.Getenv("SBX_DEBUG") != "" {
+		level = slog.LevelDebug
+	}
+	c.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if len(args) == 0 {
+		fmt.Fprint(c.stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "exec":
+		return c.exec(ctx, args[1:], false)
+	case "shell":
+		return c.exec(ctx, args[1:], true)
+	case "release":
+		return c.release(ctx, args[1:])
+	case "ls", "list":
+		return c.list(ctx, args[1:])
+	case "version", "--version":
+		fmt.Fprintf(c.stdout, "sbx %s\n", versionString())
+		return 0
+	case "help", "-h", "--help":
+		fmt.Fprint(c.stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(c.stderr, "sbx: error: unknown command %q\n%s", args[0], usage)
+	return exitUsage
+}
+
+// fail prints a one-line reason (and an optional hint) and returns 125.
+func (c *cli) fail(err error, hint ...string) int {
+	fmt.Fprintf(c.stderr, "sbx: error: %v\n", err)
+	for _, h := range hint {
+		fmt.Fprintf(c.stderr, "sbx: hint: %s\n", h)
+	}
+	return exitSbxError
+}
+
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("sbx "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// env holds what exec and shell work out before they run anything.
+type env struct {
+	cfg      config.Config
+	codeDirs []string
+	cwd      string
+	mgr      *session.Manager
+}
+
+func (c *cli) setup(codeDirFlags []string, net bool, timeout string) (*env, error) {
+	cwd, err := os.Getwd()
+	if err != nil {
+		return nil, fmt.Errorf("find the current directory: %w", err)
+	}
+	if real, err := filepath.EvalSymlinks(cwd); err == nil {
+		cwd = real
+	}
+	top := gitTop(cwd)
+	project := ""
+	for _, d := range []string{cwd, top} {
+		if d == "" {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(d, ".sbx.toml")); err == nil {
+			project = filepath.Join(d, ".sbx.toml")
+			break
+		}
+	}
+	cfg, err := config.Load(config.Sources{ProjectFile: project})
+	if err != nil {
+		return nil, err
+	}
+	if net {
+		cfg.Network = "host"
+	}
+	if timeout != "" {
+		if err := cfg.Set("timeout", timeout); err != nil {
+			return nil, &config.Error{Source: "flags", Key: "--timeout", Msg: err.Error()}
+		}
+	}
+	dirs := []string(codeDirFlags)
+	if len(dirs) == 0 {
+		dirs = cfg.CodeDirs
+	}
+	if len(dirs) == 0 {
+		if top != "" {
+			dirs = []string{top}
+		} else {
+			dirs = []string{cwd}
+		}
+	}
+	root, err := session.DefaultStateRoot()
+	if err != nil {
+		return nil, err
+	}
+	codeDirs, err := resolveCodeDirs(dirs, root)
+	if err != nil {
+		return nil, err
+	}
+	inside := false
+	for _, d := range codeDirs {
+		if within(cwd, d) {
+			inside = true
+		}
+	}
+	if !inside {
+		return nil, fmt.Errorf("the current directory %s is not inside a code dir (%s): cd into one, or pass --code-dir", cwd, strings.Join(codeDirs, ", "))
+	}
+	if cfg.Backend != "local" {
+		return nil, fmt.Errorf("backend %q is not available in this build", cfg.Backend)
+	}
+	prov := &local.Provider{Version: versionString()}
+	return &env{cfg: cfg, codeDirs: codeDirs, cwd: cwd, mgr: session.NewManager(root, prov, c.log)}, nil
+}
+
+// resolveCodeDirs makes each code dir absolute and real, and refuses the ones
+// that would put the user's home or sbx's own state into the sandbox.
+func resolveCodeDirs(dirs []string, stateRoot string) ([]string, error) {
+	home, _ := os.UserHomeDir()
+	if home != "" {
+		if r, err := filepath.EvalSymlinks(home); err == nil {
+			home = r
+		}
+	}
+	var out []string
+	for _, d := range dirs {
+		abs, err := filepath.Abs(d)
+		if err != nil {
+			return nil, err
+		}
+		real, err := filepath.EvalSymlinks(abs)
+		if err != nil {
+			return nil, fmt.Errorf("code dir %s: %w", d, errors.Unwrap(err))
+		}
+		fi, err := os.Stat(real)
+		if err != nil {
+			return nil, fmt.Errorf("code dir %s: %w", d, err)
+		}
+		if !fi.IsDir() {
+			return nil, fmt.Errorf("code dir %s is not a directory", d)
+		}
+		switch {
+		case real == "/":
+			return nil, errors.New("the code dir is /: sbx would copy the whole machine into the sandbox; pass --code-dir with your project's directory")
+		case home != "" && within(home, real):
+			return nil, fmt.Errorf("code dir %s holds your home directory %s (and its keys and tokens): pass --code-dir with your project's directory", real, home)
+		case within(stateRoot, real) || within(real, stateRoot):
+			return nil, fmt.Errorf("code dir %s overlaps sbx's state directory %s", real, stateRoot)
+		}
+		for _, o := range out {
+			if within(o, real) || within(real, o) {
+				return nil, fmt.Errorf("code dirs %s and %s overlap", o, real)
+			}
+		}
+		out = append(out, real)
+	}
+	return out, nil
+}
+
+// within reports whether p is dir or below it.
+func within(p, dir string) bool {
+	if dir == "/" {
+		return true
+	}
+	return p == dir || strings.HasPrefix(p, dir+"/")
+}
+
+// gitTop finds the working tree's top level by looking for .git upwards. It
+// runs no git: a repository's config could make git run programs.
+func gitTop(dir string) string {
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
+			return d
+		}
+		if d == filepath.Dir(d) {
+			return ""
+		}
+	}
+}
+
+func (c *cli) exec(ctx context.Context, args []string, shell bool) int {
+	name := "exec"
+	if shell {
+		name = "shell"
+	}
+	fs := newFlagSet(name, c.stderr)
+	sess := fs.String("session", "default", "session `name`")
+	keep := fs.Bool("keep", false, "keep the sandbox for later calls with the same --session")
+	timeout := fs.String("timeout", "", "kill the command after this `duration` (exit 124)")
+	net := fs.Bool("net", false, "share the host network (default: loopback only)")
+	var codeDirs multiFlag
+	fs.Var(&codeDirs, "code-dir", "a code `dir` to sync with the sandbox (repeatable; default: the git top level, else the current directory)")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	command := fs.Args()
+	if !shell && len(command) == 0 {
+		fmt.Fprintf(c.stderr, "sbx: error: exec needs a command: sbx exec [flags] -- COMMAND...\n")
+		return exitUsage
+	}
+	if shell && len(command) > 0 {
+		fmt.Fprintf(c.stderr, "sbx: error: shell takes no command; use sbx exec\n")
+		return exitUsage
+	}
+	if shell && !term.IsTerminal(int(os.Stdin.Fd())) {
+		fmt.Fprintf(c.stderr, "sbx: error: sbx shell needs a terminal on its standard input; use sbx exec -- COMMAND for scripts\n")
+		return exitUsage
+	}
+	e, err := c.setup(codeDirs, *net, *timeout)
+	if err != nil {
+		return c.fail(err)
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	s, err := e.mgr.Open(ctx, *sess, session.Params{
+		CodeDirs: e.codeDirs, Network: sandbox.Network(e.cfg.Network),
+		Limits:  sandbox.Limits{MemoryBytes: e.cfg.Memory, Pids: e.cfg.Pids},
+		IdleTTL: e.cfg.IdleTTL, Keep: *keep,
+	})
+	if err != nil {
+		return c.fail(err)
+	}
+	for _, n := range s.Notices() {
+		fmt.Fprintf(c.stderr, "sbx: note: %s\n", n)
+	}
+	// Release (or keep) the session whatever happens below, even on a signal.
+	defer func() {
+		if err := s.Close(context.Background()); err != nil {
+			fmt.Fprintf(c.stderr, "sbx: error: release session %s: %v\n", *sess, err)
+		}
+	}()
+	r := session.Run{Dir: e.cwd, Stdout: os.Stdout, Stderr: os.Stderr, Timeout: e.cfg.Timeout}
+	if shell {
+		restore, tty, err := rawTerminal()
+		if err != nil {
+			return c.fail(err)
+		}
+		defer restore()
+		r.Argv = []string{"/bin/bash", "-l"}
+		if _, err := os.Stat("/bin/bash"); err != nil {
+			r.Argv = []string{"/bin/sh", "-i"}
+		}
+		r.Stdin, r.TTY, r.Timeout = os.Stdin, tty, 0
+	} else {
+		r.Command = strings.Join(command, " ")
+	}
+	out, err := s.Exec(ctx, r)
+	for _, ref := range out.Refused {
+		fmt.Fprintf(c.stderr, "sbx: not brought back: %s\n", ref.Error())
+	}
+	for _, n := range s.Notices() {
+		fmt.Fprintf(c.stderr, "sbx: note: %s\n", n)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintf(c.stderr, "sbx: interrupted\n")
+			return 130
+		}
+		return c.fail(err)
+	}
+	if out.TimedOut {
+		fmt.Fprintf(c.stderr, "sbx: command timed out after %s and was killed with everything it started\n", e.cfg.Timeout)
+	}
+	return out.ExitCode
+}
+
+// rawTerminal puts the terminal on stdin in raw mode and follows its size.
+func rawTerminal() (restore func(), tty *sandbox.TTY, err error) {
+	fd := int(os.Stdin.Fd())
+	old, err := term.MakeRaw(fd)
+	if err != nil {
+		return nil, nil, fmt.Errorf("put the terminal in raw mode: %w", err)
+	}
+	size := func() sandbox.WindowSize {
+		w, h, err := term.GetSize(fd)
+		if err != nil {
+			return sandbox.WindowSize{Rows: 24, Cols: 80}
+		}
+		return sandbox.WindowSize{Rows: uint16(h), Cols: uint16(w)}
+	}
+	resize := make(chan sandbox.WindowSize, 1)
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	go func() {
+		for range winch {
+			select {
+			case resize <- size():
+			default:
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(winch)
+		term.Restore(fd, old)
+	}, &sandbox.TTY{Size: size(), Resize: resize}, nil
+}
+
+func (c *cli) manager() (*session.Manager, error) {
+	root, err := session.DefaultStateRoot()
+	if err != nil {
+		return nil, err
+	}
+	return session.NewManager(root, &local.Provider{Version: versionString()}, c.log), nil
+}
+
+func (c *cli) release(ctx context.Context, args []string) int {
+	fs := newFlagSet("release", c.stderr)
+	sess := fs.String("session", "", "session `name` to release")
+	all := fs.Bool("all", false, "release every session")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if (*sess == "") == !*all || fs.NArg() > 0 {
+		fmt.Fprintf(c.stderr, "sbx: error: release needs --session NAME or --all\n")
+		return exitUsage
+	}
+	m, err := c.manager()
+	if err != nil {
+		return c.fail(err)
+	}
+	if *all {
+		names, err := m.ReleaseAll(ctx)
+		for _, n := range names {
+			fmt.Fprintf(c.stdout, "released %s\n", n)
+		}
+		if err != nil {
+			return c.fail(err)
+		}
+		return 0
+	}
+	if err := m.Release(ctx, *sess); err != nil {
+		return c.fail(err)
+	}
+	fmt.Fprintf(c.stdout, "released %s\n", *sess)
+	return 0
+}
+
+func (c *cli) list(ctx context.Context, args []string) int {
+	fs := newFlagSet("ls", c.stderr)
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		return exitUsage
+	}
+	m, err := c.manager()
+	if err != nil {
+		return c.fail(err)
+	}
+	infos, err := m.List(ctx)
+	if err != nil {
+		return c.fail(err)
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tBACKEND\tAGE\tIDLE\tCODE DIRS")
+	now := time.Now()
+	for _, in := range infos {
+		if in.Stale != "" {
+			fmt.Fprintf(c.stderr, "sbx: note: %s; cleaned up\n", in.Stale)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", in.Name, in.Backend, human(now.Sub(in.Created)), human(now.Sub(in.LastUsed)), strings.Join(in.CodeDirs, ","))
+	}
+	tw.Flush()
+	return 0
+}
+
+func human(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}

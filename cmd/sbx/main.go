@@ -1,0 +1,15 @@
+// Command sbx runs commands in a disposable sandbox that holds a copy of your
+// code: `sbx exec -- make test`, `sbx shell`, `sbx release`, `sbx ls`.
+package main
+
+import (
+	"context"
+	"os"
+
+	"github.com/sbx-sh/sbx/local"
+)
+
+func main() {
+	local.Main() // a sandbox init re-executes this binary
+	os.Exit(run(context.Background(), os.Args[1:]))
+}

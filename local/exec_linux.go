@@ -1,0 +1,220 @@
+//go:build linux
+
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sbx-sh/sbx/sandbox"
+)
+
+// Exec runs cmd in the sandbox. The command's stdio are handed to the init
+// as file descriptors: an *os.File is passed as it is, any other reader or
+// writer through a pipe.
+func (b *box) Exec(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, error) {
+	start := time.Now()
+	if len(cmd.Argv) == 0 {
+		return sandbox.Result{}, errors.New("exec: empty command")
+	}
+	c, err := b.dial(ctx)
+	if err != nil {
+		return sandbox.Result{}, err
+	}
+	defer c.Close()
+
+	req := request{Op: "exec", Argv: cmd.Argv, Dir: cmd.Dir, Env: cmd.Env, TimeoutMS: cmd.Timeout.Milliseconds()}
+	if cmd.Timeout > 0 && req.TimeoutMS == 0 {
+		req.TimeoutMS = 1
+	}
+	var (
+		send    []*os.File // handed to the init, closed here once sent
+		copiers sync.WaitGroup
+		closers []io.Closer
+	)
+	defer func() {
+		for _, c := range closers {
+			c.Close()
+		}
+	}()
+	pass := func(name string, f *os.File) {
+		req.Fds = append(req.Fds, name)
+		send = append(send, f)
+	}
+	// output wires w to the command: directly for a file, else through a pipe
+	// copied until the command and everything holding the pipe are gone.
+	output := func(name string, w io.Writer) error {
+		if f, ok := w.(*os.File); ok {
+			pass(name, f)
+			return nil
+		}
+		r, pw, err := os.Pipe()
+		if err != nil {
+			return err
+		}
+		pass(name, pw)
+		closers = append(closers, pw)
+		copiers.Add(1)
+		go func() {
+			defer copiers.Done()
+			io.Copy(w, r)
+			r.Close()
+		}()
+		return nil
+	}
+
+	if cmd.TTY != nil {
+		master, slave, err := openPTY(cmd.TTY.Size)
+		if err != nil {
+			return sandbox.Result{}, fmt.Errorf("open terminal: %w", err)
+		}
+		closers = append(closers, slave)
+		defer master.Close()
+		req.TTY = true
+		pass("stdin", slave)
+		pass("stdout", slave)
+		pass("stderr", slave)
+		if cmd.Stdin != nil {
+			go io.Copy(master, cmd.Stdin)
+		}
+		if cmd.Stdout != nil {
+			copiers.Add(1)
+			go func() {
+				defer copiers.Done()
+				io.Copy(cmd.Stdout, master) // ends with EIO once the last slave closes
+			}()
+		}
+		if cmd.TTY.Resize != nil {
+			go func() {
+				for ws := range cmd.TTY.Resize {
+					setWinsize(master, ws)
+				}
+			}()
+		}
+	} else {
+		if cmd.Stdin != nil {
+			if f, ok := cmd.Stdin.(*os.File); ok {
+				pass("stdin", f)
+			} else {
+				pr, pw, err := os.Pipe()
+				if err != nil {
+					return sandbox.Result{}, err
+				}
+				pass("stdin", pr)
+				closers = append(closers, pr)
+				go func() {
+					io.Copy(pw, cmd.Stdin)
+					pw.Close()
+				}()
+			}
+		}
+		if cmd.Stdout != nil {
+			if err := output("stdout", cmd.Stdout); err != nil {
+				return sandbox.Result{}, err
+			}
+		}
+		if cmd.Stderr != nil {
+			if cmd.Stdout != nil && sameWriter(cmd.Stdout, cmd.Stderr) {
+				req.StderrToStdout = true
+			} else if err := output("stderr", cmd.Stderr); err != nil {
+				return sandbox.Result{}, err
+			}
+		}
+	}
+	if cmd.Fd3 != nil {
+		if err := output("fd3", cmd.Fd3); err != nil {
+			return sandbox.Result{}, err
+		}
+	}
+
+	if err := c.writeFrame(req, send...); err != nil {
+		return sandbox.Result{}, fmt.Errorf("%w: send command to sandbox init: %v", sandbox.ErrLost, err)
+	}
+	// The init holds its own copies now; ours must close so that pipes end
+	// when the command's side closes.
+	for _, cl := range closers {
+		cl.Close()
+	}
+	closers = nil
+
+	stop := context.AfterFunc(ctx, func() { c.writeFrame(request{Op: "kill"}) })
+	defer stop()
+	var r reply
+	for {
+		r = reply{}
+		if _, err := c.readFrame(&r); err != nil {
+			return sandbox.Result{}, fmt.Errorf("%w: lost the sandbox init while the command ran: %v", sandbox.ErrLost, err)
+		}
+		if r.Done {
+			break
+		}
+	}
+	copiers.Wait()
+	res := sandbox.Result{ExitCode: r.ExitCode, TimedOut: r.TimedOut, Signal: r.Signal, Duration: time.Since(start)}
+	if r.Error != "" && r.Pid == 0 && !r.TimedOut {
+		if r.ExitCode == 126 || r.ExitCode == 127 {
+			// Not found or not executable: a result, as a shell would give.
+			if cmd.Stderr != nil {
+				fmt.Fprintf(cmd.Stderr, "sbx: %s\n", r.Error)
+			} else if cmd.Stdout != nil && cmd.TTY != nil {
+				fmt.Fprintf(cmd.Stdout, "sbx: %s\r\n", r.Error)
+			}
+			return res, nil
+		}
+		return res, fmt.Errorf("sandbox refused the command: %s", r.Error)
+	}
+	if ctx.Err() != nil && !r.TimedOut {
+		return res, ctx.Err()
+	}
+	return res, nil
+}
+
+// sameWriter reports whether a and b are the same writer, so their output
+// can share one pipe and keep its order.
+func sameWriter(a, b io.Writer) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false // uncomparable writer types
+		}
+	}()
+	return a == b
+}
+
+func openPTY(size sandbox.WindowSize) (master, slave *os.File, err error) {
+	mfd, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	master = os.NewFile(uintptr(mfd), "/dev/ptmx")
+	if err := unix.IoctlSetPointerInt(mfd, unix.TIOCSPTLCK, 0); err != nil {
+		master.Close()
+		return nil, nil, err
+	}
+	n, err := unix.IoctlGetInt(mfd, unix.TIOCGPTN)
+	if err != nil {
+		master.Close()
+		return nil, nil, err
+	}
+	sfd, err := unix.Open(fmt.Sprintf("/dev/pts/%d", n), unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		master.Close()
+		return nil, nil, err
+	}
+	slave = os.NewFile(uintptr(sfd), "pty")
+	setWinsize(master, size)
+	return master, slave, nil
+}
+
+func setWinsize(f *os.File, ws sandbox.WindowSize) {
+	if ws.Rows == 0 || ws.Cols == 0 {
+		return
+	}
+	unix.IoctlSetWinsize(int(f.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: ws.Rows, Col: ws.Cols})
+}

@@ -1,0 +1,109 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sbx-sh/sbx/sandbox"
+)
+
+func TestMain(m *testing.M) {
+	Main()
+	os.Exit(m.Run())
+}
+
+// claim starts a sandbox with one workspace mounted at a host-looking path
+// and releases it when the test ends.
+func claim(t *testing.T, mod func(*sandbox.Spec)) (sandbox.Sandbox, string) {
+	t.Helper()
+	state := shortTempDir(t)
+	work := filepath.Join(state, "work")
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	spec := sandbox.Spec{Name: "t", StateDir: state, Mounts: []sandbox.Mount{{Source: work, Target: "/srv/code"}}}
+	if mod != nil {
+		mod(&spec)
+	}
+	p := &Provider{Version: "test"}
+	sb, err := p.Claim(context.Background(), spec)
+	if err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	t.Cleanup(func() { sb.Release(context.Background()) })
+	return sb, work
+}
+
+// shortTempDir is a temp dir with a path short enough for a unix socket.
+func shortTempDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "sbxt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+func run(t *testing.T, sb sandbox.Sandbox, script string) (string, sandbox.Result) {
+	t.Helper()
+	var out bytes.Buffer
+	res, err := sb.Exec(context.Background(), &sandbox.Cmd{
+		Argv: []string{"/bin/sh", "-c", script}, Dir: "/srv/code",
+		Env:    []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/sbx"},
+		Stdout: &out, Stderr: &out, Timeout: 20 * time.Second,
+	})
+	if err != nil {
+		t.Fatalf("exec %q: %v", script, err)
+	}
+	return out.String(), res
+}
+
+func TestSmoke(t *testing.T) {
+	sb, work := claim(t, nil)
+	out, res := run(t, sb, "id; pwd; echo hi > f; ls /; cat /proc/self/status | grep -i cap")
+	t.Logf("exit=%d\n%s", res.ExitCode, out)
+	if res.ExitCode != 0 || !strings.Contains(out, "uid=1000") {
+		t.Fatalf("unexpected: %d %s", res.ExitCode, out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(work, "f")); string(b) != "hi\n" {
+		t.Fatalf("workspace write not seen: %q", b)
+	}
+}
+
+func BenchmarkExecTrue(b *testing.B) {
+	t := &testing.T{}
+	_ = t
+	state, _ := os.MkdirTemp("", "sbxb")
+	defer os.RemoveAll(state)
+	p := &Provider{Version: "test"}
+	sb, err := p.Claim(context.Background(), sandbox.Spec{Name: "b", StateDir: state})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sb.Release(context.Background())
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := sb.Exec(context.Background(), &sandbox.Cmd{Argv: []string{"/bin/true"}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkClaim(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		state, _ := os.MkdirTemp("", "sbxb")
+		p := &Provider{Version: "test"}
+		sb, err := p.Claim(context.Background(), sandbox.Spec{Name: "b", StateDir: state})
+		if err != nil {
+			b.Fatal(err)
+		}
+		sb.Release(context.Background())
+		os.RemoveAll(state)
+	}
+}

@@ -1,0 +1,34 @@
+//go:build !linux
+
+package local
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/sbx-sh/sbx/sandbox"
+)
+
+// Provider is the local backend; on this system it only reports that it
+// needs Linux.
+type Provider struct {
+	Version      string
+	ClaimTimeout time.Duration
+}
+
+// ErrUnsupported is returned on systems other than Linux.
+var ErrUnsupported = errors.New("the local sandbox backend needs Linux namespaces; use backend = \"cluster\" on this system")
+
+func (p *Provider) Name() string { return "local" }
+
+func (p *Provider) Claim(context.Context, sandbox.Spec) (sandbox.Sandbox, error) {
+	return nil, ErrUnsupported
+}
+
+func (p *Provider) Attach(context.Context, sandbox.Spec) (sandbox.Sandbox, error) {
+	return nil, sandbox.ErrNotFound
+}
+
+// Main does nothing on systems other than Linux.
+func Main() {}

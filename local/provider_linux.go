@@ -1,0 +1,392 @@
+//go:build linux
+
+package local
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sbx-sh/sbx/sandbox"
+)
+
+// Provider starts sandboxes on this machine with Linux namespaces.
+type Provider struct {
+	// Version is reported by the init and checked when re-attaching.
+	Version string
+	// ClaimTimeout bounds how long a sandbox may take to start; zero means 30s.
+	ClaimTimeout time.Duration
+}
+
+// Name returns "local".
+func (p *Provider) Name() string { return "local" }
+
+// ErrUserNamespaces means the kernel refused to create a user namespace.
+var ErrUserNamespaces = errors.New("user namespaces are not available")
+
+// state is what the host keeps about a running init, in <state>/local.json.
+type state struct {
+	Version   int      `json:"version"`
+	Pid       int      `json:"pid"`
+	StartTime uint64   `json:"start_time"` // from /proc/<pid>/stat, to tell a reused pid apart
+	Socket    string   `json:"socket"`
+	Cgroups   []string `json:"cgroups,omitempty"`
+	Started   string   `json:"started"`
+}
+
+const stateFile = "local.json"
+
+// Claim starts a new sandbox init for spec and waits until it serves.
+func (p *Provider) Claim(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	for _, m := range spec.Mounts {
+		if !filepath.IsAbs(m.Target) || filepath.Clean(m.Target) != m.Target || m.Target == "/" {
+			return nil, fmt.Errorf("mount target %q must be a clean absolute path other than /", m.Target)
+		}
+	}
+	rootDir := filepath.Join(spec.StateDir, "rootfs")
+	if err := os.MkdirAll(rootDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create sandbox root: %w", err)
+	}
+	sock := filepath.Join(spec.StateDir, "init.sock")
+	if len(sock) > 100 {
+		return nil, fmt.Errorf("state directory path %s is too long for a unix socket (over 100 bytes): set XDG_STATE_HOME to a shorter path", spec.StateDir)
+	}
+	os.Remove(sock)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", sock, err)
+	}
+	ln.SetUnlinkOnClose(false)
+	lnFile, err := ln.File()
+	ln.Close()
+	if err != nil {
+		return nil, err
+	}
+	defer lnFile.Close()
+	cfgR, cfgW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer cfgR.Close()
+	defer cfgW.Close()
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer readyR.Close()
+	defer readyW.Close()
+	stateDir, err := os.Open(spec.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	defer stateDir.Close()
+	logPath := filepath.Join(spec.StateDir, "init.log")
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("create init log: %w", err)
+	}
+	defer logFile.Close()
+
+	net := spec.Network
+	if net == "" {
+		net = sandbox.NetworkNone
+	}
+	cg, cgErr := newCgroups(filepath.Base(spec.StateDir), spec.Limits)
+	cfg := initConfig{
+		Name: spec.Name, RootDir: rootDir, Mounts: spec.Mounts, Network: net,
+		IdleTTL: spec.IdleTTL.Milliseconds(), Limits: spec.Limits, Rlimits: cgErr != nil,
+		Version: p.Version, HostName: "sbx",
+	}
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+
+	flags := uintptr(syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC)
+	if net != sandbox.NetworkHost {
+		flags |= syscall.CLONE_NEWNET
+	}
+	cmd := &exec.Cmd{
+		Path:       "/proc/self/exe",
+		Args:       []string{"sbx-init", spec.Name},
+		Env:        []string{envStage + "=setup"},
+		Dir:        "/",
+		Stderr:     logFile,
+		ExtraFiles: []*os.File{cfgR, lnFile, readyW, stateDir},
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags:                 flags,
+			UidMappings:                []syscall.SysProcIDMap{{ContainerID: sandboxUID, HostID: os.Getuid(), Size: 1}},
+			GidMappings:                []syscall.SysProcIDMap{{ContainerID: sandboxGID, HostID: os.Getgid(), Size: 1}},
+			GidMappingsEnableSetgroups: false,
+			Credential:                 &syscall.Credential{Uid: sandboxUID, Gid: sandboxGID, NoSetGroups: true},
+			AmbientCaps: []uintptr{
+				unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP, unix.CAP_NET_ADMIN,
+				unix.CAP_SYS_CHROOT, unix.CAP_SYS_RESOURCE,
+			},
+			Setsid: true,
+		},
+	}
+	if err := cmd.Start(); err != nil {
+		if cg != nil {
+			cg.remove()
+		}
+		return nil, userNamespaceError(err)
+	}
+	// The init outlives this process when the session is kept; reap it here
+	// while we live.
+	go cmd.Wait()
+	cfgR.Close()
+	readyW.Close()
+	fail := func(err error) (sandbox.Sandbox, error) {
+		cmd.Process.Kill()
+		if cg != nil {
+			cg.remove()
+		}
+		return nil, err
+	}
+	if cg != nil {
+		if err := cg.add(cmd.Process.Pid); err != nil {
+			return fail(err)
+		}
+	}
+	if _, err := cfgW.Write(raw); err != nil {
+		return fail(fmt.Errorf("send config to sandbox init: %w", err))
+	}
+	cfgW.Close()
+
+	timeout := p.ClaimTimeout
+	if timeout == 0 {
+		timeout = 30 * time.Second
+	}
+	line, err := readLine(ctx, readyR, timeout)
+	if err != nil || line != "ok" {
+		logged, _ := os.ReadFile(logPath)
+		reason := strings.TrimPrefix(line, "error: ")
+		if err != nil {
+			reason = err.Error()
+		}
+		if len(logged) > 0 {
+			reason += "; init log: " + strings.TrimSpace(string(logged))
+		}
+		return fail(fmt.Errorf("start local sandbox: %s", reason))
+	}
+	st := state{Version: 1, Pid: cmd.Process.Pid, Socket: sock, Started: time.Now().UTC().Format(time.RFC3339Nano)}
+	st.StartTime, _ = procStartTime(st.Pid)
+	if cg != nil {
+		st.Cgroups = cg.dirs
+	}
+	if err := writeJSON(filepath.Join(spec.StateDir, stateFile), st); err != nil {
+		return fail(err)
+	}
+	return &box{dir: spec.StateDir, st: st}, nil
+}
+
+func userNamespaceError(err error) error {
+	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EACCES) {
+		return fmt.Errorf("%w (%v): sbx's local sandbox needs unprivileged user namespaces; enable them with "+
+			"`sysctl -w kernel.unprivileged_userns_clone=1` (Debian), `sysctl -w user.max_user_namespaces=15000`, "+
+			"or on Ubuntu 24.04+ `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`; sbx never runs commands unsandboxed",
+			ErrUserNamespaces, err)
+	}
+	return fmt.Errorf("start sandbox init: %w", err)
+}
+
+// readLine reads one line from r, giving up after timeout or when ctx ends.
+func readLine(ctx context.Context, r *os.File, timeout time.Duration) (string, error) {
+	type result struct {
+		line string
+		err  error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		line, err := bufio.NewReader(r).ReadString('\n')
+		if err == io.EOF && line == "" {
+			err = errors.New("the sandbox init exited before it was ready")
+		} else if err == io.EOF {
+			err = nil
+		}
+		ch <- result{strings.TrimSpace(line), err}
+	}()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case res := <-ch:
+		return res.line, res.err
+	case <-t.C:
+		return "", fmt.Errorf("the sandbox init was not ready after %s", timeout)
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// Attach finds the init a previous Claim left in spec.StateDir.
+func (p *Provider) Attach(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	var st state
+	raw, err := os.ReadFile(filepath.Join(spec.StateDir, stateFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, sandbox.ErrNotFound
+	}
+	if err == nil {
+		err = json.Unmarshal(raw, &st)
+	}
+	b := &box{dir: spec.StateDir, st: st}
+	if err != nil {
+		b.cleanup()
+		return nil, &sandbox.StaleError{Name: spec.Name, Reason: "unreadable state: " + err.Error()}
+	}
+	if when, err := os.ReadFile(filepath.Join(spec.StateDir, "expired")); err == nil {
+		b.kill()
+		b.cleanup()
+		return nil, &sandbox.StaleError{Name: spec.Name, Reason: "released after it was idle past its idle_ttl (at " + strings.TrimSpace(string(when)) + ")"}
+	}
+	if !b.alive() {
+		b.cleanup()
+		return nil, &sandbox.StaleError{Name: spec.Name, Reason: fmt.Sprintf("its init (pid %d) is gone", st.Pid)}
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var r reply
+	if err := b.call(pctx, request{Op: "ping"}, &r); err != nil {
+		b.kill()
+		b.cleanup()
+		return nil, &sandbox.StaleError{Name: spec.Name, Reason: fmt.Sprintf("its init (pid %d) does not answer: %v", st.Pid, err)}
+	}
+	if r.Version != p.Version {
+		b.kill()
+		b.cleanup()
+		return nil, &sandbox.StaleError{Name: spec.Name, Reason: fmt.Sprintf("it was started by sbx %s, this is %s", r.Version, p.Version)}
+	}
+	return b, nil
+}
+
+// box is a running local sandbox, reached through its init's socket.
+type box struct {
+	dir      string
+	st       state
+	released sync.Once
+}
+
+func (b *box) dial(ctx context.Context) (*conn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", b.st.Socket)
+	if err != nil {
+		return nil, fmt.Errorf("%w: connect to sandbox init: %v", sandbox.ErrLost, err)
+	}
+	return newConn(c.(*net.UnixConn)), nil
+}
+
+// call sends one request without descriptors and reads one reply.
+func (b *box) call(ctx context.Context, req request, r *reply) error {
+	c, err := b.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		c.c.SetDeadline(dl)
+	}
+	if err := c.writeFrame(req); err != nil {
+		return err
+	}
+	_, err = c.readFrame(r)
+	return err
+}
+
+// alive reports whether the init process recorded in the state still runs.
+func (b *box) alive() bool {
+	if b.st.Pid <= 0 {
+		return false
+	}
+	st, err := procStartTime(b.st.Pid)
+	return err == nil && st == b.st.StartTime
+}
+
+func (b *box) kill() {
+	if b.alive() {
+		syscall.Kill(b.st.Pid, syscall.SIGKILL)
+		for i := 0; i < 200 && b.alive(); i++ {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
+// cleanup removes what the backend keeps in the state directory. The engine
+// removes the rest (workspaces).
+func (b *box) cleanup() {
+	for _, d := range b.st.Cgroups {
+		// A cgroup can only be removed once its processes are gone.
+		for i := 0; i < 100; i++ {
+			if err := os.Remove(d); err == nil || errors.Is(err, os.ErrNotExist) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	for _, name := range []string{"init.sock", stateFile, "expired", "init.log"} {
+		os.Remove(filepath.Join(b.dir, name))
+	}
+	os.Remove(filepath.Join(b.dir, "rootfs"))
+}
+
+// Release shuts the init down, which kills everything in the sandbox.
+func (b *box) Release(ctx context.Context) error {
+	b.released.Do(func() {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		var r reply
+		b.call(cctx, request{Op: "shutdown"}, &r)
+		for i := 0; i < 100 && b.alive(); i++ {
+			time.Sleep(2 * time.Millisecond)
+		}
+		b.kill()
+		b.cleanup()
+	})
+	return nil
+}
+
+// procStartTime reads a process's start time (field 22 of /proc/pid/stat).
+func procStartTime(pid int) (uint64, error) {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	s := string(raw)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, errors.New("bad stat")
+	}
+	fields := strings.Fields(s[i+1:])
+	if len(fields) < 20 {
+		return 0, errors.New("bad stat")
+	}
+	if fields[0] == "Z" || fields[0] == "X" {
+		return 0, errors.New("process is a zombie")
+	}
+	return strconv.ParseUint(fields[19], 10, 64)
+}
+
+func writeJSON(path string, v any) error {
+	raw, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(raw, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

@@ -1,0 +1,442 @@
+//go:build linux
+
+package local
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sbx-sh/sbx/sandbox"
+)
+
+// The init runs in two stages, both as uid 1000 inside a new user namespace.
+//
+// Stage "setup" starts with a few ambient capabilities (granted in the new user
+// namespace only), builds the sandbox's file system, drops every capability,
+// empties the bounding set, sets no_new_privs, and then re-executes itself as
+// stage "serve". Capabilities and no_new_privs are per-thread attributes, so
+// the setup stage runs entirely on the locked main thread and ends in execve:
+// the serving process starts single-threaded with nothing to drop.
+
+// File descriptors the parent hands to the init.
+const (
+	fdConfig   = 3 // pipe: the initConfig as JSON (setup stage only)
+	fdListener = 4 // the unix socket the init serves on
+	fdReady    = 5 // pipe: "ok\n" or an error line once set up
+	fdState    = 6 // the session's state directory
+)
+
+const (
+	sandboxUID  = 1000
+	sandboxGID  = 1000
+	sandboxHome = "/home/sbx"
+	envStage    = "SBX_LOCAL_INIT"
+	envConfig   = "SBX_LOCAL_INIT_CONFIG"
+)
+
+// initConfig is what the parent tells the init.
+type initConfig struct {
+	Name     string          `json:"name"`
+	RootDir  string          `json:"root_dir"` // empty dir on the host that becomes the new root
+	Mounts   []sandbox.Mount `json:"mounts"`
+	Network  sandbox.Network `json:"network"`
+	IdleTTL  int64           `json:"idle_ttl_ms"`
+	Limits   sandbox.Limits  `json:"limits"`
+	Rlimits  bool            `json:"rlimits"` // apply Limits as rlimits (no cgroup)
+	Version  string          `json:"version"`
+	HostName string          `json:"hostname"`
+}
+
+// Stage is the init stage this process was started as, or "" when it is not
+// a sandbox init.
+func stage() string { return os.Getenv(envStage) }
+
+func init() {
+	if stage() == "setup" {
+		// Keep the main goroutine on the main thread: the capability and
+		// no_new_privs changes below are per-thread and must be made on the
+		// thread that calls execve.
+		runtime.LockOSThread()
+	}
+}
+
+// Main runs the sandbox init when this process was started as one, and never
+// returns in that case. Every binary that can start local sandboxes (sbx,
+// sbx-mcp, test binaries) calls it first thing in main or TestMain.
+func Main() {
+	switch stage() {
+	case "":
+		return
+	case "setup":
+		err := runSetup()
+		reportReady(err)
+		os.Exit(1)
+	case "serve":
+		os.Exit(runServe())
+	default:
+		fmt.Fprintf(os.Stderr, "sbx init: unknown stage %q\n", stage())
+		os.Exit(1)
+	}
+}
+
+func reportReady(err error) {
+	f := os.NewFile(fdReady, "ready")
+	if err != nil {
+		fmt.Fprintf(f, "error: %v\n", err)
+	} else {
+		fmt.Fprintln(f, "ok")
+	}
+	f.Close()
+}
+
+func runSetup() error {
+	raw, err := readAllFd(fdConfig)
+	if err != nil {
+		return fmt.Errorf("read init config: %w", err)
+	}
+	var cfg initConfig
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		return fmt.Errorf("parse init config: %w", err)
+	}
+	if err := buildRoot(&cfg); err != nil {
+		return err
+	}
+	if cfg.HostName != "" {
+		if err := unix.Sethostname([]byte(cfg.HostName)); err != nil {
+			return fmt.Errorf("set hostname: %w", err)
+		}
+	}
+	if cfg.Network != sandbox.NetworkHost {
+		if err := loopbackUp(); err != nil {
+			return fmt.Errorf("bring up loopback: %w", err)
+		}
+	}
+	if cfg.Rlimits {
+		if err := applyRlimits(cfg.Limits); err != nil {
+			return err
+		}
+	}
+	if err := dropPrivileges(); err != nil {
+		return err
+	}
+	for _, fd := range []int{fdListener, fdReady, fdState} {
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
+			return fmt.Errorf("keep descriptor %d: %w", fd, err)
+		}
+	}
+	env := []string{envStage + "=serve", envConfig + "=" + string(raw)}
+	err = unix.Exec("/proc/self/exe", []string{"sbx-init", cfg.Name}, env)
+	return fmt.Errorf("start serving stage: %w", err)
+}
+
+func readAllFd(fd int) ([]byte, error) {
+	f := os.NewFile(uintptr(fd), "config")
+	defer f.Close()
+	var b strings.Builder
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := f.Read(buf)
+		b.Write(buf[:n])
+		if err != nil {
+			if b.Len() > 0 {
+				return []byte(b.String()), nil
+			}
+			return nil, err
+		}
+	}
+}
+
+// systemDirs are bound read-only from the host. A host symlink (merged /usr)
+// is recreated as the same symlink.
+var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
+
+// etcFiles are the host's /etc entries a toolchain needs, bound read-only.
+// passwd, group and hostname are written by sbx instead, so the host's user
+// list does not leak in.
+var etcFiles = []string{
+	"resolv.conf", "hosts", "host.conf", "nsswitch.conf", "gai.conf", "services", "protocols",
+	"ssl", "ca-certificates", "ca-certificates.conf", "pki",
+	"ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives",
+	"localtime", "timezone", "locale.alias", "locale.gen", "mime.types",
+	"os-release", "debian_version", "shells", "bash.bashrc", "profile", "inputrc", "environment",
+	"manpath.config", "magic", "ssh/ssh_config",
+}
+
+func buildRoot(cfg *initConfig) error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make mounts private: %w", err)
+	}
+	root := cfg.RootDir
+	if err := unix.Mount("tmpfs", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=64m"); err != nil {
+		return fmt.Errorf("mount root tmpfs on %s: %w", root, err)
+	}
+	for _, d := range systemDirs {
+		if err := bindSystem(root, d); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(root+"/etc/ssh", 0o755); err != nil {
+		return err
+	}
+	for _, name := range etcFiles {
+		if err := bindSystem(root, "/etc/"+name); err != nil {
+			return err
+		}
+	}
+	files := map[string]string{
+		"/etc/passwd": "root:x:0:0:root:/root:/bin/sh\n" +
+			fmt.Sprintf("sbx:x:%d:%d:sbx sandbox:%s:/bin/bash\n", sandboxUID, sandboxGID, sandboxHome) +
+			"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+		"/etc/group":    fmt.Sprintf("root:x:0:\nsbx:x:%d:\nnogroup:x:65534:\n", sandboxGID),
+		"/etc/hostname": cfg.HostName + "\n",
+	}
+	for name, content := range files {
+		if err := os.WriteFile(root+name, []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	if err := buildDev(root); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(root+"/proc", 0o555); err != nil {
+		return err
+	}
+	if err := unix.Mount("proc", root+"/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mount /proc: %w", err)
+	}
+	for _, t := range []struct{ dir, opts string }{
+		{"/tmp", "mode=1777"},
+		{sandboxHome, "mode=0755"},
+		{"/run", "mode=0755,size=16m"},
+	} {
+		if err := os.MkdirAll(root+t.dir, 0o755); err != nil {
+			return err
+		}
+		if err := unix.Mount("tmpfs", root+t.dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, t.opts); err != nil {
+			return fmt.Errorf("mount tmpfs on %s: %w", t.dir, err)
+		}
+	}
+	if err := os.MkdirAll(root+"/var", 0o755); err != nil {
+		return err
+	}
+	if err := os.Symlink("/tmp", root+"/var/tmp"); err != nil {
+		return err
+	}
+	mounts := append([]sandbox.Mount(nil), cfg.Mounts...)
+	sort.Slice(mounts, func(i, j int) bool { return len(mounts[i].Target) < len(mounts[j].Target) })
+	for _, m := range mounts {
+		dst := root + m.Target
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return fmt.Errorf("create mount point for %s: %w", m.Target, err)
+		}
+		if err := unix.Mount(m.Source, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("bind %s at %s: %w", m.Source, m.Target, err)
+		}
+	}
+	if err := os.MkdirAll(root+"/.oldroot", 0o700); err != nil {
+		return err
+	}
+	if err := unix.PivotRoot(root, root+"/.oldroot"); err != nil {
+		return fmt.Errorf("pivot_root: %w", err)
+	}
+	if err := unix.Chdir("/"); err != nil {
+		return err
+	}
+	if err := unix.Unmount("/.oldroot", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detach old root: %w", err)
+	}
+	if err := os.Remove("/.oldroot"); err != nil {
+		return err
+	}
+	// The root tmpfs holds only mount points and sbx's own /etc files: make it
+	// read-only so the sandbox writes only where it is meant to.
+	if err := remountRO("/"); err != nil {
+		return fmt.Errorf("make / read-only: %w", err)
+	}
+	return nil
+}
+
+// bindSystem makes the host path p appear read-only at the same path under
+// root. Missing paths are skipped; symlinks are recreated, not followed.
+func bindSystem(root, p string) error {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return nil
+	}
+	dst := root + p
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	switch {
+	case fi.Mode()&os.ModeSymlink != 0:
+		target, err := os.Readlink(p)
+		if err != nil {
+			return err
+		}
+		// A symlinked /etc file (resolv.conf -> /run/...) is bound through
+		// its target instead, since the target's directory is not in the
+		// sandbox.
+		if strings.HasPrefix(p, "/etc/") {
+			if real, err := filepath.EvalSymlinks(p); err == nil {
+				if rfi, err := os.Stat(real); err == nil {
+					return bindPath(real, dst, rfi.IsDir())
+				}
+			}
+			return nil
+		}
+		return os.Symlink(target, dst)
+	case fi.IsDir():
+		return bindPath(p, dst, true)
+	case fi.Mode().IsRegular():
+		return bindPath(p, dst, false)
+	}
+	return nil
+}
+
+func bindPath(src, dst string, dir bool) error {
+	if dir {
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return err
+		}
+	} else {
+		f, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			return err
+		}
+		f.Close()
+	}
+	if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind %s: %w", src, err)
+	}
+	if err := remountRO(dst); err != nil {
+		return fmt.Errorf("make %s read-only: %w", src, err)
+	}
+	return nil
+}
+
+// remountRO makes the bind mount at p read-only, keeping the flags the
+// kernel locks in a user namespace (nosuid, nodev, noexec, atime).
+func remountRO(p string) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(p, &st); err != nil {
+		return err
+	}
+	flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_RDONLY)
+	for _, f := range []struct{ st, ms uintptr }{
+		{unix.ST_NOSUID, unix.MS_NOSUID},
+		{unix.ST_NODEV, unix.MS_NODEV},
+		{unix.ST_NOEXEC, unix.MS_NOEXEC},
+		{unix.ST_NOATIME, unix.MS_NOATIME},
+		{unix.ST_NODIRATIME, unix.MS_NODIRATIME},
+		{unix.ST_RELATIME, unix.MS_RELATIME},
+	} {
+		if uintptr(st.Flags)&f.st != 0 {
+			flags |= f.ms
+		}
+	}
+	return unix.Mount("", p, "", flags, "")
+}
+
+func buildDev(root string) error {
+	dev := root + "/dev"
+	if err := os.MkdirAll(dev, 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount("tmpfs", dev, "tmpfs", unix.MS_NOSUID, "mode=0755,size=64k"); err != nil {
+		return fmt.Errorf("mount /dev: %w", err)
+	}
+	for _, n := range []string{"null", "zero", "full", "random", "urandom", "tty"} {
+		f, err := os.OpenFile(dev+"/"+n, os.O_CREATE|os.O_WRONLY, 0o666)
+		if err != nil {
+			return err
+		}
+		f.Close()
+		if err := unix.Mount("/dev/"+n, dev+"/"+n, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind /dev/%s: %w", n, err)
+		}
+	}
+	for _, d := range []string{"pts", "shm"} {
+		if err := os.Mkdir(dev+"/"+d, 0o755); err != nil {
+			return err
+		}
+	}
+	if err := unix.Mount("devpts", dev+"/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
+		return fmt.Errorf("mount /dev/pts: %w", err)
+	}
+	if err := unix.Mount("tmpfs", dev+"/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
+		return fmt.Errorf("mount /dev/shm: %w", err)
+	}
+	for name, target := range map[string]string{
+		"ptmx": "pts/ptmx", "fd": "/proc/self/fd", "stdin": "/proc/self/fd/0",
+		"stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2",
+	} {
+		if err := os.Symlink(target, dev+"/"+name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return err
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}
+
+func applyRlimits(l sandbox.Limits) error {
+	if l.MemoryBytes > 0 {
+		lim := uint64(l.MemoryBytes)
+		if err := unix.Setrlimit(unix.RLIMIT_DATA, &unix.Rlimit{Cur: lim, Max: lim}); err != nil {
+			return fmt.Errorf("set memory rlimit: %w", err)
+		}
+	}
+	if l.Pids > 0 {
+		lim := uint64(l.Pids)
+		if err := unix.Setrlimit(unix.RLIMIT_NPROC, &unix.Rlimit{Cur: lim, Max: lim}); err != nil {
+			return fmt.Errorf("set process rlimit: %w", err)
+		}
+	}
+	return nil
+}
+
+// dropPrivileges empties every capability set of this thread, the bounding
+// set included, and sets no_new_privs, so neither the serving stage nor any
+// command it starts can gain a capability again (setuid binaries and file
+// capabilities are ignored under no_new_privs).
+func dropPrivileges() error {
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fmt.Errorf("clear ambient capabilities: %w", err)
+	}
+	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
+			return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("set no_new_privs: %w", err)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("clear capabilities: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,188 @@
+package local
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// The init and its clients speak length-prefixed JSON frames over a unix
+// stream socket. A frame may carry file descriptors (SCM_RIGHTS): the client
+// hands the command its stdio directly, so output is neither copied nor
+// reordered by sbx.
+//
+// Frame: 4-byte big-endian payload length, 1 byte count of file descriptors,
+// then the JSON payload. The descriptors travel with the frame's first byte.
+
+const maxFrame = 8 << 20 // a command line is at most ARG_MAX (2 MiB) anyway
+
+// request is what a client asks of the init.
+type request struct {
+	Op string `json:"op"` // "exec", "kill", "ping", "shutdown"
+
+	Argv      []string `json:"argv,omitempty"`
+	Dir       string   `json:"dir,omitempty"`
+	Env       []string `json:"env,omitempty"`
+	TimeoutMS int64    `json:"timeout_ms,omitempty"`
+	TTY       bool     `json:"tty,omitempty"`
+	// Fds says which descriptors come with an exec frame, in this order:
+	// "stdin", "stdout", "stderr", "fd3". A missing stdin is /dev/null, a
+	// missing stdout or stderr discards that output.
+	Fds []string `json:"fds,omitempty"`
+	// StderrToStdout sends stderr to the stdout descriptor, so the two
+	// streams keep the order they were written in.
+	StderrToStdout bool `json:"stderr_to_stdout,omitempty"`
+}
+
+// reply is what the init answers.
+type reply struct {
+	// Started is set when the command is running, with its pid in the sandbox.
+	Started bool `json:"started,omitempty"`
+	Pid     int  `json:"pid,omitempty"`
+	// Done is set on the final reply of an exec.
+	Done     bool   `json:"done,omitempty"`
+	ExitCode int    `json:"exit_code"`
+	TimedOut bool   `json:"timed_out,omitempty"`
+	Signal   string `json:"signal,omitempty"`
+	Error    string `json:"error,omitempty"`
+	// Version and Pid answer a ping.
+	Version string `json:"version,omitempty"`
+}
+
+// conn wraps a unix socket with framing and descriptor passing.
+type conn struct {
+	c   *net.UnixConn
+	wmu sync.Mutex
+
+	buf []byte // received but not yet consumed bytes
+	fds []int  // received descriptors not yet claimed by a frame
+}
+
+func newConn(c *net.UnixConn) *conn { return &conn{c: c} }
+
+func (c *conn) Close() error {
+	for _, fd := range c.fds {
+		unix.Close(fd)
+	}
+	c.fds = nil
+	return c.c.Close()
+}
+
+// writeFrame sends v with files attached.
+func (c *conn) writeFrame(v any, files ...*os.File) error {
+	payload, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if len(payload) > maxFrame {
+		return fmt.Errorf("request of %d bytes is over the %d-byte limit", len(payload), maxFrame)
+	}
+	if len(files) > 255 {
+		return errors.New("too many descriptors")
+	}
+	msg := make([]byte, 5+len(payload))
+	binary.BigEndian.PutUint32(msg, uint32(len(payload)))
+	msg[4] = byte(len(files))
+	copy(msg[5:], payload)
+	var oob []byte
+	if len(files) > 0 {
+		fds := make([]int, len(files))
+		for i, f := range files {
+			fds[i] = int(f.Fd())
+		}
+		oob = unix.UnixRights(fds...)
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	n, _, err := c.c.WriteMsgUnix(msg, oob, nil)
+	if err != nil {
+		return err
+	}
+	if n < len(msg) {
+		_, err = c.c.Write(msg[n:])
+	}
+	return err
+}
+
+// fill reads more bytes (and any descriptors) from the socket.
+func (c *conn) fill() error {
+	b := make([]byte, 64<<10)
+	oob := make([]byte, unix.CmsgSpace(4*64))
+	n, oobn, _, _, err := c.c.ReadMsgUnix(b, oob)
+	n, oobn = max(n, 0), max(oobn, 0)
+	if oobn > 0 {
+		msgs, perr := unix.ParseSocketControlMessage(oob[:oobn])
+		if perr == nil {
+			for _, m := range msgs {
+				fds, rerr := unix.ParseUnixRights(&m)
+				if rerr == nil {
+					for _, fd := range fds {
+						unix.CloseOnExec(fd)
+					}
+					c.fds = append(c.fds, fds...)
+				}
+			}
+		}
+	}
+	c.buf = append(c.buf, b[:n]...)
+	if n == 0 && err == nil {
+		return io.EOF
+	}
+	if err != nil && n > 0 {
+		return nil
+	}
+	return err
+}
+
+// readFrame reads one frame into v and returns the descriptors it carried,
+// as files the caller owns.
+func (c *conn) readFrame(v any) ([]*os.File, error) {
+	for len(c.buf) < 5 {
+		if err := c.fill(); err != nil {
+			if len(c.buf) == 0 && errors.Is(err, io.EOF) {
+				return nil, io.EOF
+			}
+			return nil, err
+		}
+	}
+	size := int(binary.BigEndian.Uint32(c.buf))
+	nfd := int(c.buf[4])
+	if size > maxFrame {
+		return nil, fmt.Errorf("frame of %d bytes is over the %d-byte limit", size, maxFrame)
+	}
+	for len(c.buf) < 5+size {
+		if err := c.fill(); err != nil {
+			return nil, err
+		}
+	}
+	if nfd > len(c.fds) {
+		return nil, fmt.Errorf("frame announces %d descriptors, %d arrived", nfd, len(c.fds))
+	}
+	files := make([]*os.File, nfd)
+	for i := range nfd {
+		files[i] = os.NewFile(uintptr(c.fds[i]), "fd")
+	}
+	c.fds = c.fds[nfd:]
+	payload := c.buf[5 : 5+size]
+	c.buf = c.buf[5+size:]
+	if err := json.Unmarshal(payload, v); err != nil {
+		closeAll(files)
+		return nil, fmt.Errorf("bad frame: %w", err)
+	}
+	return files, nil
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		if f != nil {
+			f.Close()
+		}
+	}
+}

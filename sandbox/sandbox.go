@@ -1,0 +1,146 @@
+// Package sandbox is the contract between the session engine and its backends.
+//
+// A Provider claims a Sandbox; a Sandbox runs commands (Exec) and is released
+// (Release). Everything else sbx does (file sync, file tools, stubs) is built on
+// Exec, so every backend behaves the same. This package has no dependencies on
+// the engine or on any backend: backends import it, never the engine.
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+)
+
+// Provider creates sandboxes and finds the ones it created earlier.
+type Provider interface {
+	// Name is the backend's name as users write it ("local", "cluster").
+	Name() string
+	// Claim creates a new sandbox for spec. It reports slow progress through
+	// spec.Progress when set.
+	Claim(ctx context.Context, spec Spec) (Sandbox, error)
+	// Attach finds the sandbox a previous Claim with the same spec.StateDir
+	// left running. It returns ErrNotFound when there is none and a *StaleError
+	// when one was left but is no longer usable (its state is then cleaned up).
+	Attach(ctx context.Context, spec Spec) (Sandbox, error)
+}
+
+// Sandbox is one claimed sandbox.
+type Sandbox interface {
+	// Exec runs cmd and waits for it. A non-zero exit is not an error: it is in
+	// Result. An error means the command could not be run or its outcome is
+	// unknown (the sandbox was lost, the request was refused).
+	Exec(ctx context.Context, cmd *Cmd) (Result, error)
+	// Release kills everything in the sandbox and deletes it. It is idempotent.
+	Release(ctx context.Context) error
+}
+
+// Network is what the sandbox can reach.
+type Network string
+
+const (
+	// NetworkNone gives the sandbox a loopback interface of its own and nothing else.
+	NetworkNone Network = "none"
+	// NetworkHost shares the host's network.
+	NetworkHost Network = "host"
+)
+
+// Mount makes the host directory Source appear read-write at Target inside
+// the sandbox. Target is an absolute path.
+type Mount struct {
+	Source string `json:"source"`
+	Target string `json:"target"`
+}
+
+// Limits bound what the commands of one sandbox may use. Zero means no limit.
+type Limits struct {
+	MemoryBytes int64 `json:"memory_bytes,omitempty"`
+	Pids        int   `json:"pids,omitempty"`
+}
+
+// Spec describes the sandbox to claim.
+type Spec struct {
+	// Name is the session's name, used for labels and messages.
+	Name string
+	// StateDir is a directory private to this session where the backend may
+	// keep its files. It exists before Claim is called.
+	StateDir string
+	Mounts   []Mount
+	Network  Network
+	Limits   Limits
+	// IdleTTL releases the sandbox after it has run nothing for this long.
+	// Zero means never.
+	IdleTTL time.Duration
+	// Progress, when set, receives human-readable lines about slow steps.
+	Progress func(msg string)
+}
+
+// Cmd is one command to run in a sandbox.
+type Cmd struct {
+	// Argv is the program and its arguments; Argv[0] is looked up in the
+	// sandbox's PATH when it has no slash.
+	Argv []string
+	// Dir is the working directory inside the sandbox; empty means "/".
+	Dir string
+	// Env is the complete environment of the command.
+	Env []string
+	// Stdin is the command's standard input; nil means closed (/dev/null).
+	Stdin io.Reader
+	// Stdout and Stderr receive the command's output. nil discards it. When
+	// both are the same writer, output is interleaved in the order it was
+	// produced.
+	Stdout, Stderr io.Writer
+	// Fd3, when set, receives what the command writes to file descriptor 3.
+	// The engine uses it to learn the shell's final working directory.
+	Fd3 io.Writer
+	// Timeout kills the command and everything it started once it has run for
+	// this long; the result then has TimedOut set and ExitCode 124. Zero means
+	// no timeout.
+	Timeout time.Duration
+	// TTY, when set, runs the command on a new pseudo-terminal: Stdin feeds
+	// its input and Stdout receives its output (Stderr is unused).
+	TTY *TTY
+}
+
+// TTY describes the terminal of an interactive command.
+type TTY struct {
+	Size WindowSize
+	// Resize delivers later window sizes; it may be nil.
+	Resize <-chan WindowSize
+}
+
+// WindowSize is a terminal size in character cells.
+type WindowSize struct {
+	Rows, Cols uint16
+}
+
+// Result is how a command ended.
+type Result struct {
+	ExitCode int
+	TimedOut bool
+	// Signal names the signal that killed the command, if one did.
+	Signal   string
+	Duration time.Duration
+}
+
+// TimeoutExitCode is the exit code of a command killed by its timeout, as
+// with coreutils timeout(1).
+const TimeoutExitCode = 124
+
+// ErrNotFound means there is no sandbox to attach to.
+var ErrNotFound = errors.New("no sandbox found")
+
+// ErrLost means the sandbox went away while it was in use.
+var ErrLost = errors.New("sandbox lost")
+
+// StaleError reports a sandbox whose state was left behind but which can no
+// longer be used (its init died, or it expired). The backend has cleaned it up.
+type StaleError struct {
+	Name   string
+	Reason string
+}
+
+func (e *StaleError) Error() string {
+	return "sandbox of session " + e.Name + " is stale: " + e.Reason
+}

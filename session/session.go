@@ -1,0 +1,484 @@
+// Package session is sbx's engine: it owns the life of a session's sandbox.
+//
+// A session has a name, a backend, code directories, a working directory that
+// persists between commands, and a state directory. Its sandbox is claimed on
+// first use. After every command what the command changed in the sandbox's
+// copy of the code directories comes back to the host (see package sync).
+// A kept session outlives the process that made it and is found again by
+// name; an unkept one is released when closed. Commands of one session run
+// one at a time (a lock in the state directory serializes them, across
+// processes too); different sessions share nothing.
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sbx-sh/sbx/sandbox"
+	sbxsync "github.com/sbx-sh/sbx/sync"
+)
+
+// Manager finds, creates and releases sessions under one state root.
+type Manager struct {
+	root string
+	prov sandbox.Provider
+	log  *slog.Logger
+}
+
+// NewManager returns a manager keeping session state under root.
+func NewManager(root string, prov sandbox.Provider, log *slog.Logger) *Manager {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Manager{root: root, prov: prov, log: log}
+}
+
+// Params is how a session's sandbox is set up.
+type Params struct {
+	CodeDirs []string // absolute, clean paths of existing directories
+	Network  sandbox.Network
+	Limits   sandbox.Limits
+	IdleTTL  time.Duration
+	Keep     bool
+	Progress func(string)
+}
+
+// ErrCodeDirs means a kept session exists for other code directories.
+var ErrCodeDirs = errors.New("session has other code directories")
+
+// Session is one open session.
+type Session struct {
+	m      *Manager
+	name   string
+	dir    string
+	params Params
+
+	mu      sync.Mutex
+	info    Info
+	sb      sandbox.Sandbox
+	notices []string
+	closed  bool
+}
+
+// Open returns the named session, reattaching to its sandbox when it was kept.
+// A kept sandbox found unusable is cleaned up and reported in Notices.
+func (m *Manager) Open(ctx context.Context, name string, p Params) (*Session, error) {
+	if err := CheckName(name); err != nil {
+		return nil, err
+	}
+	for _, d := range p.CodeDirs {
+		if !filepath.IsAbs(d) || filepath.Clean(d) != d {
+			return nil, fmt.Errorf("code dir %q must be a clean absolute path", d)
+		}
+	}
+	dir := filepath.Join(m.root, name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create session state directory: %w (set XDG_STATE_HOME to a writable directory)", err)
+	}
+	s := &Session{m: m, name: name, dir: dir, params: p}
+	l, err := lock(dir)
+	if err != nil {
+		return nil, fmt.Errorf("lock session %s: %w", name, err)
+	}
+	defer l.unlock()
+	info, err := readInfo(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		s.info = s.newInfo()
+	case err != nil:
+		s.note(fmt.Sprintf("session %s: unreadable state (%v): cleaned up", name, err))
+		s.wipe()
+		s.info = s.newInfo()
+	default:
+		if info.Claimed && !slices.Equal(info.CodeDirs, p.CodeDirs) {
+			return nil, fmt.Errorf("%w: session %s was claimed for %s, this call is for %s: release it first (sbx release --session %s) or use another --session",
+				ErrCodeDirs, name, strings.Join(info.CodeDirs, ", "), strings.Join(p.CodeDirs, ", "), name)
+		}
+		s.info = info
+		s.info.Keep = s.info.Keep || p.Keep
+		if info.Claimed {
+			sb, err := m.prov.Attach(ctx, s.spec())
+			var stale *sandbox.StaleError
+			switch {
+			case err == nil:
+				s.sb = sb
+			case errors.As(err, &stale), errors.Is(err, sandbox.ErrNotFound):
+				s.note(fmt.Sprintf("session %s: %v; cleaned up, a new sandbox will be claimed", name, err))
+				s.wipe()
+				s.info = s.newInfo()
+			default:
+				return nil, fmt.Errorf("reattach session %s: %w", name, err)
+			}
+		}
+	}
+	return s, nil
+}
+
+func (s *Session) newInfo() Info {
+	now := time.Now().UTC()
+	return Info{
+		Name: s.name, Backend: s.m.prov.Name(), CodeDirs: s.params.CodeDirs,
+		Network: string(s.params.Network), Keep: s.params.Keep, Created: now, LastUsed: now,
+		IdleTTL: s.params.IdleTTL.String(),
+	}
+}
+
+func (s *Session) note(msg string) {
+	s.m.log.Warn(msg)
+	s.notices = append(s.notices, msg)
+}
+
+// Notices returns what happened to the session that its user should know
+// (a stale sandbox cleaned up), and forgets them.
+func (s *Session) Notices() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.notices
+	s.notices = nil
+	return n
+}
+
+// Name returns the session's name.
+func (s *Session) Name() string { return s.name }
+
+// Info returns the session's saved state.
+func (s *Session) Info() Info {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.info
+}
+
+func (s *Session) spec() sandbox.Spec {
+	spec := sandbox.Spec{
+		Name: s.name, StateDir: s.dir, Network: s.params.Network,
+		Limits: s.params.Limits, IdleTTL: s.params.IdleTTL, Progress: s.params.Progress,
+	}
+	for i, d := range s.params.CodeDirs {
+		spec.Mounts = append(spec.Mounts, sandbox.Mount{Source: s.workDir(i), Target: d})
+	}
+	return spec
+}
+
+func (s *Session) workDir(i int) string { return filepath.Join(s.dir, "work", strconv.Itoa(i)) }
+
+func (s *Session) manifestPath(i int) string {
+	return filepath.Join(s.dir, "manifest-"+strconv.Itoa(i)+".json")
+}
+
+// wipe removes everything the session keeps on disk but its lock.
+func (s *Session) wipe() {
+	entries, _ := os.ReadDir(s.dir)
+	for _, e := range entries {
+		if e.Name() != "lock" {
+			os.RemoveAll(filepath.Join(s.dir, e.Name()))
+		}
+	}
+}
+
+// claim copies the code dirs into fresh workspaces and starts the sandbox.
+func (s *Session) claim(ctx context.Context) error {
+	os.RemoveAll(filepath.Join(s.dir, "work"))
+	for i, d := range s.params.CodeDirs {
+		w := s.workDir(i)
+		if err := os.MkdirAll(w, 0o700); err != nil {
+			return fmt.Errorf("create workspace: %w", err)
+		}
+		fi, err := os.Stat(d)
+		if err != nil {
+			return fmt.Errorf("code dir: %w", err)
+		}
+		os.Chmod(w, fi.Mode().Perm())
+		m, err := sbxsync.CopyTree(w, d)
+		if err != nil {
+			return fmt.Errorf("copy code dir %s into the sandbox: %w", d, err)
+		}
+		if err := writeJSONFile(s.manifestPath(i), m); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	sb, err := s.m.prov.Claim(ctx, s.spec())
+	if err != nil {
+		os.RemoveAll(filepath.Join(s.dir, "work"))
+		return fmt.Errorf("claim %s sandbox: %w", s.m.prov.Name(), err)
+	}
+	s.m.log.Debug("claimed sandbox", "session", s.name, "backend", s.m.prov.Name(), "took", time.Since(start))
+	s.sb = sb
+	s.info.Claimed = true
+	return writeInfo(s.dir, s.info)
+}
+
+// Run is one command to run in the session's sandbox.
+type Run struct {
+	// Command is a shell command line, run with Shell -c. Ignored when Argv
+	// is set.
+	Command string
+	// Shell is the shell for Command; empty means /bin/sh.
+	Shell string
+	// Argv runs a program directly (no shell, no cwd tracking).
+	Argv []string
+	// Dir is the working directory in the sandbox; empty means the session's
+	// current directory (where the previous command's shell ended), or the
+	// first code dir.
+	Dir     string
+	Env     []string // added to the sandbox's fixed environment
+	Stdin   io.Reader
+	Stdout  io.Writer
+	Stderr  io.Writer
+	Timeout time.Duration
+	TTY     *sandbox.TTY
+}
+
+// Outcome is how a command ended and what came back from it.
+type Outcome struct {
+	sandbox.Result
+	// Cwd is the shell's working directory when it ended.
+	Cwd string
+	// Refused lists sandbox changes that were not brought back, and why.
+	Refused []sbxsync.Refusal
+	// Applied counts the changes brought back to the host.
+	Applied int
+}
+
+// BaseEnv is the sandbox's fixed environment. Nothing from the host's
+// environment enters the sandbox.
+func BaseEnv(tty bool) []string {
+	term := "dumb"
+	if tty {
+		term = "xterm-256color"
+	}
+	return []string{
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/go/bin",
+		"HOME=/home/sbx", "LANG=C.UTF-8", "TERM=" + term, "CI=1", "GIT_TERMINAL_PROMPT=0",
+	}
+}
+
+// ErrClosed means the session was released or closed.
+var ErrClosed = errors.New("session is closed")
+
+// Exec runs r in the sandbox, claiming it on first use, and brings back what
+// the command changed in the code dirs.
+func (s *Session) Exec(ctx context.Context, r Run) (Outcome, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return Outcome{}, ErrClosed
+	}
+	l, err := lock(s.dir)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("lock session %s: %w", s.name, err)
+	}
+	defer l.unlock()
+	if s.sb == nil {
+		if err := s.claim(ctx); err != nil {
+			return Outcome{}, err
+		}
+	}
+	dir := r.Dir
+	if dir == "" {
+		dir = s.info.Cwd
+	}
+	if dir == "" && len(s.params.CodeDirs) > 0 {
+		dir = s.params.CodeDirs[0]
+	}
+	cmd := &sandbox.Cmd{
+		Dir: dir, Env: append(BaseEnv(r.TTY != nil), r.Env...), Stdin: r.Stdin,
+		Stdout: r.Stdout, Stderr: r.Stderr, Timeout: r.Timeout, TTY: r.TTY,
+	}
+	var cwd strings.Builder
+	if r.Argv != nil {
+		cmd.Argv = r.Argv
+	} else {
+		shell := r.Shell
+		if shell == "" {
+			shell = "/bin/sh"
+		}
+		// The trap reports where the shell ended up, so the next command
+		// starts there (a `cd` holds between commands, variables do not).
+		cmd.Argv = []string{shell, "-c", `trap 'pwd -P >&3 2>/dev/null' EXIT; eval "$1"`, "sbx", r.Command}
+		cmd.Fd3 = &cwd
+	}
+	res, err := s.sb.Exec(ctx, cmd)
+	if errors.Is(err, sandbox.ErrLost) {
+		s.note(fmt.Sprintf("session %s: the sandbox was lost: %v", s.name, err))
+	}
+	out := Outcome{Result: res}
+	if c := strings.TrimSpace(cwd.String()); c != "" {
+		out.Cwd = c
+		s.info.Cwd = c
+	}
+	// Bring back what the command changed even when it failed or timed out:
+	// its partial work is the user's.
+	applied, refused, perr := s.pullBack()
+	out.Applied, out.Refused = applied, refused
+	s.info.LastUsed = time.Now().UTC()
+	if werr := writeInfo(s.dir, s.info); werr != nil && perr == nil {
+		perr = werr
+	}
+	if err != nil {
+		return out, err
+	}
+	return out, perr
+}
+
+func (s *Session) pullBack() (int, []sbxsync.Refusal, error) {
+	var (
+		applied int
+		refused []sbxsync.Refusal
+	)
+	for i, d := range s.params.CodeDirs {
+		var old sbxsync.Manifest
+		if err := readJSONFile(s.manifestPath(i), &old); err != nil {
+			return applied, refused, fmt.Errorf("read sync manifest: %w", err)
+		}
+		cur, err := sbxsync.Scan(s.workDir(i))
+		if err != nil {
+			return applied, refused, fmt.Errorf("scan sandbox copy of %s: %w", d, err)
+		}
+		rep, err := sbxsync.PullBack(d, s.workDir(i), sbxsync.Diff(old, cur))
+		applied += rep.Applied
+		for _, r := range rep.Refused {
+			r.Path = filepath.Join(d, r.Path)
+			refused = append(refused, r)
+		}
+		if err != nil {
+			return applied, refused, fmt.Errorf("bring changes back to %s: %w", d, err)
+		}
+		if err := writeJSONFile(s.manifestPath(i), cur); err != nil {
+			return applied, refused, err
+		}
+	}
+	return applied, refused, nil
+}
+
+// Close releases the sandbox unless the session is kept.
+func (s *Session) Close(ctx context.Context) error {
+	if s.Info().Keep {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		return nil
+	}
+	return s.Release(ctx)
+}
+
+// Release kills everything in the sandbox, deletes it and the session's
+// state. Changes were already brought back after each command.
+func (s *Session) Release(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	return s.m.release(ctx, s.name, s.sb)
+}
+
+func (m *Manager) release(ctx context.Context, name string, sb sandbox.Sandbox) error {
+	dir := filepath.Join(m.root, name)
+	l, err := lock(dir)
+	if err != nil {
+		return fmt.Errorf("lock session %s: %w", name, err)
+	}
+	defer l.unlock()
+	var rerr error
+	if sb != nil {
+		rerr = sb.Release(ctx)
+	}
+	if err := os.RemoveAll(dir); err != nil && rerr == nil {
+		rerr = fmt.Errorf("remove session state: %w", err)
+	}
+	return rerr
+}
+
+// ErrNoSession means there is no session of that name.
+var ErrNoSession = errors.New("no such session")
+
+// Release releases the named session, whether or not its sandbox still runs.
+func (m *Manager) Release(ctx context.Context, name string) error {
+	if err := CheckName(name); err != nil {
+		return err
+	}
+	dir := filepath.Join(m.root, name)
+	info, err := readInfo(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%w: %s (sbx ls lists sessions)", ErrNoSession, name)
+	}
+	var sb sandbox.Sandbox
+	if err == nil && info.Claimed {
+		sb, _ = m.prov.Attach(ctx, sandbox.Spec{Name: name, StateDir: dir})
+	}
+	return m.release(ctx, name, sb)
+}
+
+// List returns every session under the root, oldest first. A session whose
+// sandbox has died or expired is cleaned up and returned with Stale set.
+func (m *Manager) List(ctx context.Context) ([]Info, error) {
+	entries, err := os.ReadDir(m.root)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Info
+	for _, e := range entries {
+		if !e.IsDir() || CheckName(e.Name()) != nil {
+			continue
+		}
+		dir := filepath.Join(m.root, e.Name())
+		info, err := readInfo(dir)
+		if err != nil {
+			continue
+		}
+		if info.Claimed {
+			sb, err := m.prov.Attach(ctx, sandbox.Spec{Name: info.Name, StateDir: dir})
+			if err != nil {
+				info.Stale = err.Error()
+				m.release(ctx, info.Name, nil)
+			} else {
+				_ = sb // attached only to check it; the sandbox stays as it is
+			}
+		}
+		out = append(out, info)
+	}
+	slices.SortFunc(out, func(a, b Info) int { return a.Created.Compare(b.Created) })
+	return out, nil
+}
+
+// ReleaseAll releases every session and returns their names.
+func (m *Manager) ReleaseAll(ctx context.Context) ([]string, error) {
+	infos, err := m.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	var errs []error
+	for _, info := range infos {
+		if info.Stale != "" {
+			continue
+		}
+		if err := m.Release(ctx, info.Name); err != nil && !errors.Is(err, ErrNoSession) {
+			errs = append(errs, err)
+			continue
+		}
+		names = append(names, info.Name)
+	}
+	return names, errors.Join(errs...)
+}
+
+func readJSONFile(path string, v any) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(raw, v)
+}

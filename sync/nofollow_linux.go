@@ -1,0 +1,5 @@
+package sync
+
+import "syscall"
+
+const noFollow = syscall.O_NOFOLLOW

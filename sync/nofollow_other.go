@@ -1,0 +1,5 @@
+//go:build !linux
+
+package sync
+
+const noFollow = 0
