@@ -64,6 +64,10 @@ type Session struct {
 	dir    string
 	params Params
 
+	// run serializes commands in this process (the lock file does it across
+	// processes); mu guards the fields below and is held only briefly, so
+	// Release can stop a running command instead of waiting for it.
+	run     sync.Mutex
 	mu      sync.Mutex
 	info    Info
 	sb      sandbox.Sandbox
@@ -270,21 +274,41 @@ var ErrClosed = errors.New("session is closed")
 // Exec runs r in the sandbox, claiming it on first use, and brings back what
 // the command changed in the code dirs.
 func (s *Session) Exec(ctx context.Context, r Run) (Outcome, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return Outcome{}, ErrClosed
-	}
+	s.run.Lock()
+	defer s.run.Unlock()
 	l, err := lock(s.dir)
 	if err != nil {
 		return Outcome{}, fmt.Errorf("lock session %s: %w", s.name, err)
 	}
 	defer l.unlock()
-	if s.sb == nil {
-		if err := s.claim(ctx); err != nil {
-			return Outcome{}, err
-		}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return Outcome{}, ErrClosed
 	}
+	err = s.ensureClaimed(ctx)
+	cmd, cwd := s.command(r, true)
+	sb := s.sb
+	s.mu.Unlock()
+	if err != nil {
+		return Outcome{}, err
+	}
+	res, err := sb.Exec(ctx, cmd)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.finish(res, err, cwd)
+}
+
+func (s *Session) ensureClaimed(ctx context.Context) error {
+	if s.sb != nil {
+		return nil
+	}
+	return s.claim(ctx)
+}
+
+// command builds the sandbox command for r. When trackCwd is set, the shell
+// reports where it ended on fd 3, into the returned builder.
+func (s *Session) command(r Run, trackCwd bool) (*sandbox.Cmd, *strings.Builder) {
 	dir := r.Dir
 	if dir == "" {
 		dir = s.info.Cwd
@@ -296,21 +320,30 @@ func (s *Session) Exec(ctx context.Context, r Run) (Outcome, error) {
 		Dir: dir, Env: append(BaseEnv(r.TTY != nil), r.Env...), Stdin: r.Stdin,
 		Stdout: r.Stdout, Stderr: r.Stderr, Timeout: r.Timeout, TTY: r.TTY,
 	}
-	var cwd strings.Builder
+	cwd := &strings.Builder{}
 	if r.Argv != nil {
 		cmd.Argv = r.Argv
-	} else {
-		shell := r.Shell
-		if shell == "" {
-			shell = "/bin/sh"
-		}
-		// The trap reports where the shell ended up, so the next command
-		// starts there (a `cd` holds between commands, variables do not).
-		cmd.Argv = []string{shell, "-c", `trap 'pwd -P >&3 2>/dev/null' EXIT; eval "$1"`, "sbx", r.Command}
-		cmd.Fd3 = &cwd
+		return cmd, cwd
 	}
-	res, err := s.sb.Exec(ctx, cmd)
-	if errors.Is(err, sandbox.ErrLost) {
+	shell := r.Shell
+	if shell == "" {
+		shell = "/bin/sh"
+	}
+	if !trackCwd {
+		cmd.Argv = []string{shell, "-c", r.Command}
+		return cmd, cwd
+	}
+	// The trap reports where the shell ended up, so the next command starts
+	// there (a `cd` holds between commands, variables do not).
+	cmd.Argv = []string{shell, "-c", `trap 'pwd -P >&3 2>/dev/null' EXIT; eval "$1"`, "sbx", r.Command}
+	cmd.Fd3 = cwd
+	return cmd, cwd
+}
+
+// finish records how a command ended and brings back what it changed, even
+// when it failed or timed out: its partial work is the user's.
+func (s *Session) finish(res sandbox.Result, err error, cwd *strings.Builder) (Outcome, error) {
+	if errors.Is(err, sandbox.ErrLost) && !s.closed {
 		s.note(fmt.Sprintf("session %s: the sandbox was lost: %v", s.name, err))
 	}
 	out := Outcome{Result: res}
@@ -318,8 +351,6 @@ func (s *Session) Exec(ctx context.Context, r Run) (Outcome, error) {
 		out.Cwd = c
 		s.info.Cwd = c
 	}
-	// Bring back what the command changed even when it failed or timed out:
-	// its partial work is the user's.
 	applied, refused, perr := s.pullBack()
 	out.Applied, out.Refused = applied, refused
 	s.info.LastUsed = time.Now().UTC()
@@ -330,6 +361,71 @@ func (s *Session) Exec(ctx context.Context, r Run) (Outcome, error) {
 		return out, err
 	}
 	return out, perr
+}
+
+// Job is a command started by Spawn.
+type Job struct {
+	done chan struct{}
+	out  Outcome
+	err  error
+}
+
+// Wait waits for the job and returns how it ended.
+func (j *Job) Wait() (Outcome, error) {
+	<-j.done
+	return j.out, j.err
+}
+
+// Done is closed when the job has ended.
+func (j *Job) Done() <-chan struct{} { return j.done }
+
+// Spawn starts r in the background (a job that outlives the call, as an
+// agent's run_in_background). Other commands of the session run meanwhile;
+// the job does not move the session's working directory. When it ends, what
+// it changed is brought back like after any command. Cancelling ctx kills it.
+func (s *Session) Spawn(ctx context.Context, r Run) (*Job, error) {
+	s.run.Lock()
+	l, err := lock(s.dir)
+	if err != nil {
+		s.run.Unlock()
+		return nil, fmt.Errorf("lock session %s: %w", s.name, err)
+	}
+	s.mu.Lock()
+	if s.closed {
+		err = ErrClosed
+	} else {
+		err = s.ensureClaimed(ctx)
+	}
+	cmd, cwd := s.command(r, false)
+	sb := s.sb
+	s.mu.Unlock()
+	l.unlock()
+	s.run.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	j := &Job{done: make(chan struct{})}
+	go func() {
+		defer close(j.done)
+		res, err := sb.Exec(ctx, cmd)
+		// Bring back what the job changed, in turn with other commands.
+		s.run.Lock()
+		defer s.run.Unlock()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.closed {
+			j.out, j.err = Outcome{Result: res}, err
+			return
+		}
+		l, lerr := lock(s.dir)
+		if lerr != nil {
+			j.out, j.err = Outcome{Result: res}, lerr
+			return
+		}
+		defer l.unlock()
+		j.out, j.err = s.finish(res, err, cwd)
+	}()
+	return j, nil
 }
 
 func (s *Session) pullBack() (int, []sbxsync.Refusal, error) {
@@ -377,9 +473,26 @@ func (s *Session) Close(ctx context.Context) error {
 // state. Changes were already brought back after each command.
 func (s *Session) Release(ctx context.Context) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	if s.closed && s.sb == nil {
+		s.mu.Unlock()
+		return nil
+	}
 	s.closed = true
-	return s.m.release(ctx, s.name, s.sb)
+	sb := s.sb
+	s.sb = nil
+	s.mu.Unlock()
+	// Killing the sandbox ends a running command; wait for its pull back
+	// before the state goes.
+	var rerr error
+	if sb != nil {
+		rerr = sb.Release(ctx)
+	}
+	s.run.Lock()
+	defer s.run.Unlock()
+	if err := s.m.release(ctx, s.name, nil); rerr == nil {
+		rerr = err
+	}
+	return rerr
 }
 
 func (m *Manager) release(ctx context.Context, name string, sb sandbox.Sandbox) error {

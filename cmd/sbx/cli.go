@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -132,7 +131,7 @@ func (c *cli) setup(codeDirFlags []string, net bool, timeout string) (*env, erro
 	if real, err := filepath.EvalSymlinks(cwd); err == nil {
 		cwd = real
 	}
-	top := gitTop(cwd)
+	top := session.GitTop(cwd)
 	project := ""
 	for _, d := range []string{cwd, top} {
 		if d == "" {
@@ -170,13 +169,13 @@ func (c *cli) setup(codeDirFlags []string, net bool, timeout string) (*env, erro
 	if err != nil {
 		return nil, err
 	}
-	codeDirs, err := resolveCodeDirs(dirs, root)
+	codeDirs, err := session.ResolveCodeDirs(dirs, root)
 	if err != nil {
 		return nil, err
 	}
 	inside := false
 	for _, d := range codeDirs {
-		if within(cwd, d) {
+		if session.Within(cwd, d) {
 			inside = true
 		}
 	}
@@ -188,71 +187,6 @@ func (c *cli) setup(codeDirFlags []string, net bool, timeout string) (*env, erro
 	}
 	prov := &local.Provider{Version: versionString()}
 	return &env{cfg: cfg, codeDirs: codeDirs, cwd: cwd, mgr: session.NewManager(root, prov, c.log)}, nil
-}
-
-// resolveCodeDirs makes each code dir absolute and real, and refuses the ones
-// that would put the user's home or sbx's own state into the sandbox.
-func resolveCodeDirs(dirs []string, stateRoot string) ([]string, error) {
-	home, _ := os.UserHomeDir()
-	if home != "" {
-		if r, err := filepath.EvalSymlinks(home); err == nil {
-			home = r
-		}
-	}
-	var out []string
-	for _, d := range dirs {
-		abs, err := filepath.Abs(d)
-		if err != nil {
-			return nil, err
-		}
-		real, err := filepath.EvalSymlinks(abs)
-		if err != nil {
-			return nil, fmt.Errorf("code dir %s: %w", d, errors.Unwrap(err))
-		}
-		fi, err := os.Stat(real)
-		if err != nil {
-			return nil, fmt.Errorf("code dir %s: %w", d, err)
-		}
-		if !fi.IsDir() {
-			return nil, fmt.Errorf("code dir %s is not a directory", d)
-		}
-		switch {
-		case real == "/":
-			return nil, errors.New("the code dir is /: sbx would copy the whole machine into the sandbox; pass --code-dir with your project's directory")
-		case home != "" && within(home, real):
-			return nil, fmt.Errorf("code dir %s holds your home directory %s (and its keys and tokens): pass --code-dir with your project's directory", real, home)
-		case within(stateRoot, real) || within(real, stateRoot):
-			return nil, fmt.Errorf("code dir %s overlaps sbx's state directory %s", real, stateRoot)
-		}
-		for _, o := range out {
-			if within(o, real) || within(real, o) {
-				return nil, fmt.Errorf("code dirs %s and %s overlap", o, real)
-			}
-		}
-		out = append(out, real)
-	}
-	return out, nil
-}
-
-// within reports whether p is dir or below it.
-func within(p, dir string) bool {
-	if dir == "/" {
-		return true
-	}
-	return p == dir || strings.HasPrefix(p, dir+"/")
-}
-
-// gitTop finds the working tree's top level by looking for .git upwards. It
-// runs no git: a repository's config could make git run programs.
-func gitTop(dir string) string {
-	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
-			return d
-		}
-		if d == filepath.Dir(d) {
-			return ""
-		}
-	}
 }
 
 func (c *cli) exec(ctx context.Context, args []string, shell bool) int {
