@@ -5,7 +5,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -62,48 +61,4 @@ func run(t *testing.T, sb sandbox.Sandbox, script string) (string, sandbox.Resul
 		t.Fatalf("exec %q: %v", script, err)
 	}
 	return out.String(), res
-}
-
-func TestSmoke(t *testing.T) {
-	sb, work := claim(t, nil)
-	out, res := run(t, sb, "id; pwd; echo hi > f; ls /; cat /proc/self/status | grep -i cap")
-	t.Logf("exit=%d\n%s", res.ExitCode, out)
-	if res.ExitCode != 0 || !strings.Contains(out, "uid=1000") {
-		t.Fatalf("unexpected: %d %s", res.ExitCode, out)
-	}
-	if b, _ := os.ReadFile(filepath.Join(work, "f")); string(b) != "hi\n" {
-		t.Fatalf("workspace write not seen: %q", b)
-	}
-}
-
-func BenchmarkExecTrue(b *testing.B) {
-	t := &testing.T{}
-	_ = t
-	state, _ := os.MkdirTemp("", "sbxb")
-	defer os.RemoveAll(state)
-	p := &Provider{Version: "test"}
-	sb, err := p.Claim(context.Background(), sandbox.Spec{Name: "b", StateDir: state})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer sb.Release(context.Background())
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if _, err := sb.Exec(context.Background(), &sandbox.Cmd{Argv: []string{"/bin/true"}}); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-func BenchmarkClaim(b *testing.B) {
-	for i := 0; i < b.N; i++ {
-		state, _ := os.MkdirTemp("", "sbxb")
-		p := &Provider{Version: "test"}
-		sb, err := p.Claim(context.Background(), sandbox.Spec{Name: "b", StateDir: state})
-		if err != nil {
-			b.Fatal(err)
-		}
-		sb.Release(context.Background())
-		os.RemoveAll(state)
-	}
 }

@@ -89,11 +89,6 @@ func (p *Provider) Claim(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	}
 	defer readyR.Close()
 	defer readyW.Close()
-	stateDir, err := os.Open(spec.StateDir)
-	if err != nil {
-		return nil, err
-	}
-	defer stateDir.Close()
 	logPath := filepath.Join(spec.StateDir, "init.log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
@@ -126,7 +121,7 @@ func (p *Provider) Claim(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		Env:        []string{envStage + "=setup"},
 		Dir:        "/",
 		Stderr:     logFile,
-		ExtraFiles: []*os.File{cfgR, lnFile, readyW, stateDir},
+		ExtraFiles: []*os.File{cfgR, lnFile, readyW},
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags:                 flags,
 			UidMappings:                []syscall.SysProcIDMap{{ContainerID: sandboxUID, HostID: os.Getuid(), Size: 1}},
@@ -248,11 +243,6 @@ func (p *Provider) Attach(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		b.cleanup()
 		return nil, &sandbox.StaleError{Name: spec.Name, Reason: "unreadable state: " + err.Error()}
 	}
-	if when, err := os.ReadFile(filepath.Join(spec.StateDir, "expired")); err == nil {
-		b.kill()
-		b.cleanup()
-		return nil, &sandbox.StaleError{Name: spec.Name, Reason: "released after it was idle past its idle_ttl (at " + strings.TrimSpace(string(when)) + ")"}
-	}
 	if !b.alive() {
 		b.cleanup()
 		return nil, &sandbox.StaleError{Name: spec.Name, Reason: fmt.Sprintf("its init (pid %d) is gone", st.Pid)}
@@ -336,7 +326,7 @@ func (b *box) cleanup() {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	for _, name := range []string{"init.sock", stateFile, "expired", "init.log"} {
+	for _, name := range []string{"init.sock", stateFile, "init.log"} {
 		os.Remove(filepath.Join(b.dir, name))
 	}
 	os.Remove(filepath.Join(b.dir, "rootfs"))

@@ -9,9 +9,8 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
+	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -28,7 +27,8 @@ type server struct {
 	cfg initConfig
 
 	mu       sync.Mutex
-	running  map[int]*exec.Cmd
+	idle     []*worker
+	starting bool
 	lastUsed time.Time
 	active   int
 	stopping bool
@@ -42,6 +42,12 @@ func runServe() int {
 	}
 	os.Unsetenv(envConfig)
 	os.Unsetenv(envStage)
+	// Not dumpable: nothing in the sandbox may read this process's memory or
+	// open its descriptors through /proc.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		reportReady(fmt.Errorf("set non-dumpable: %w", err))
+		return 1
+	}
 	lf := os.NewFile(fdListener, "listener")
 	ln, err := net.FileListener(lf)
 	lf.Close()
@@ -49,7 +55,12 @@ func runServe() int {
 		reportReady(fmt.Errorf("use listener: %w", err))
 		return 1
 	}
-	s := &server{cfg: cfg, running: map[int]*exec.Cmd{}, lastUsed: time.Now()}
+	s := &server{cfg: cfg, lastUsed: time.Now()}
+	// One idle worker before reporting ready: the first command is then as
+	// fast as the later ones.
+	if w, err := startWorker(); err == nil {
+		s.idle = append(s.idle, w)
+	}
 	reportReady(nil)
 	if cfg.IdleTTL > 0 {
 		go s.idleReaper(time.Duration(cfg.IdleTTL) * time.Millisecond)
@@ -71,11 +82,8 @@ func (s *server) idleReaper(ttl time.Duration) {
 		idle := s.active == 0 && time.Since(s.lastUsed) > ttl
 		s.mu.Unlock()
 		if idle {
-			// Leave a mark for the host: the next sbx call reports the session
-			// as expired rather than crashed, and cleans up what is left.
-			state := os.NewFile(fdState, "state")
-			_ = os.WriteFile(fmt.Sprintf("/proc/self/fd/%d/expired", fdState), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644)
-			state.Close()
+			// The host notices at its next call (the init is gone) and
+			// cleans up what is left.
 			s.shutdown()
 		}
 	}
@@ -84,9 +92,6 @@ func (s *server) idleReaper(ttl time.Duration) {
 func (s *server) shutdown() {
 	s.mu.Lock()
 	s.stopping = true
-	for _, c := range s.running {
-		c.Process.Kill()
-	}
 	s.mu.Unlock()
 	// Exiting as pid 1 kills every process left in the sandbox.
 	os.Exit(0)
@@ -146,57 +151,29 @@ func (s *server) exec(c *conn, req *request, files []*os.File) {
 		c.writeFrame(reply{Done: true, Error: "empty argv"})
 		return
 	}
-	cmd := &exec.Cmd{Path: req.Argv[0], Args: req.Argv, Dir: req.Dir, Env: req.Env}
+	wreq := workerExec{Argv: req.Argv, Env: req.Env, Dir: req.Dir, TTY: req.TTY, Fds: req.Fds, StderrToStdout: req.StderrToStdout}
 	if lp, err := lookPath(req.Argv[0], req.Env); err == nil {
-		cmd.Path = lp
+		wreq.Path = lp
 	} else {
 		closeAll(files)
 		c.writeFrame(reply{Done: true, ExitCode: 127, Error: err.Error()})
 		return
 	}
-	for i, name := range req.Fds {
-		switch name {
-		case "stdin":
-			cmd.Stdin = files[i]
-		case "stdout":
-			cmd.Stdout = files[i]
-		case "stderr":
-			cmd.Stderr = files[i]
-		case "fd3":
-			cmd.ExtraFiles = []*os.File{files[i]}
-		}
-	}
-	if req.StderrToStdout {
-		cmd.Stderr = cmd.Stdout
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID,
-		UidMappings: []syscall.SysProcIDMap{{ContainerID: sandboxUID, HostID: sandboxUID, Size: 1}},
-		GidMappings: []syscall.SysProcIDMap{{ContainerID: sandboxGID, HostID: sandboxGID, Size: 1}},
-
-		GidMappingsEnableSetgroups: false,
-		Setsid:                     true,
-	}
-	if req.TTY {
-		cmd.SysProcAttr.Setctty = true
-		cmd.SysProcAttr.Ctty = 0
-	}
-	start := time.Now()
-	err := cmd.Start()
-	closeAll(files)
+	w, err := s.getWorker()
 	if err != nil {
-		code := 126
-		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOENT) {
-			code = 127
-		}
-		c.writeFrame(reply{Done: true, ExitCode: code, Error: fmt.Sprintf("start %s: %v", req.Argv[0], err)})
+		closeAll(files)
+		c.writeFrame(reply{Done: true, Error: err.Error()})
 		return
 	}
-	pid := cmd.Process.Pid
-	s.mu.Lock()
-	s.running[pid] = cmd
-	s.mu.Unlock()
-	c.writeFrame(reply{Started: true, Pid: pid})
+	start := time.Now()
+	err = w.c.writeFrame(wreq, files...)
+	closeAll(files)
+	if err != nil {
+		w.kill()
+		c.writeFrame(reply{Done: true, Error: "hand the command to a worker: " + err.Error()})
+		return
+	}
+	c.writeFrame(reply{Started: true, Pid: w.cmd.Process.Pid})
 
 	// A client that sends "kill" or hangs up cancels the command.
 	cancel := make(chan struct{})
@@ -217,37 +194,98 @@ func (s *server) exec(c *conn, req *request, files []*os.File) {
 		defer t.Stop()
 		timeout = t.C
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	done := make(chan reply, 1)
+	go func() {
+		var r reply
+		if _, err := w.c.readFrame(&r); err != nil {
+			r = reply{Done: true, ExitCode: 137, Signal: "SIGKILL", Error: "worker lost: " + err.Error()}
+		}
+		done <- r
+	}()
 	timedOut := false
+	var r reply
 	select {
-	case <-done:
+	case r = <-done:
 	case <-timeout:
 		timedOut = true
-		cmd.Process.Kill()
-		<-done
+		r = s.stopCommand(w, done)
 	case <-cancel:
-		cmd.Process.Kill()
-		<-done
+		r = s.stopCommand(w, done)
 	}
-	s.mu.Lock()
-	delete(s.running, pid)
-	s.mu.Unlock()
-	r := reply{Done: true}
-	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
-		switch {
-		case ws.Exited():
-			r.ExitCode = ws.ExitStatus()
-		case ws.Signaled():
-			r.ExitCode = 128 + int(ws.Signal())
-			r.Signal = unix.SignalName(ws.Signal())
-		}
+	if r.Error != "" && strings.HasPrefix(r.Error, "worker lost") {
+		w.kill()
+	} else {
+		s.putWorker(w)
 	}
 	if timedOut {
 		r.TimedOut = true
 		r.ExitCode = sandbox.TimeoutExitCode
+		r.Error = ""
 	}
 	c.writeFrame(r)
+}
+
+// stopCommand asks the worker to kill its command, and kills the worker if it
+// does not answer in time.
+func (s *server) stopCommand(w *worker, done chan reply) reply {
+	w.c.writeFrame(workerExec{Kill: true})
+	select {
+	case r := <-done:
+		return r
+	case <-time.After(2 * time.Second):
+		w.kill()
+		return reply{Done: true, ExitCode: 137, Signal: "SIGKILL", Error: "worker lost: did not stop its command"}
+	}
+}
+
+const maxIdleWorkers = 2
+
+// getWorker returns an idle worker, or starts one. It then starts a spare in
+// the background, so the next command does not wait for a program start.
+func (s *server) getWorker() (*worker, error) {
+	s.mu.Lock()
+	var w *worker
+	if n := len(s.idle); n > 0 {
+		w, s.idle = s.idle[n-1], s.idle[:n-1]
+	}
+	spare := len(s.idle) == 0 && !s.starting
+	if spare {
+		s.starting = true
+	}
+	s.mu.Unlock()
+	if spare {
+		go s.startSpare()
+	}
+	if w != nil {
+		return w, nil
+	}
+	return startWorker()
+}
+
+func (s *server) startSpare() {
+	w, err := startWorker()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.starting = false
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sbx init: %v\n", err)
+		return
+	}
+	if s.stopping || len(s.idle) >= maxIdleWorkers {
+		w.kill()
+		return
+	}
+	s.idle = append(s.idle, w)
+}
+
+func (s *server) putWorker(w *worker) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping || len(s.idle) >= maxIdleWorkers {
+		w.kill()
+		return
+	}
+	s.idle = append(s.idle, w)
 }
 
 // lookPath finds a program on the command's own PATH, not the init's.

@@ -30,7 +30,6 @@ const (
 	fdConfig   = 3 // pipe: the initConfig as JSON (setup stage only)
 	fdListener = 4 // the unix socket the init serves on
 	fdReady    = 5 // pipe: "ok\n" or an error line once set up
-	fdState    = 6 // the session's state directory
 )
 
 const (
@@ -59,7 +58,7 @@ type initConfig struct {
 func stage() string { return os.Getenv(envStage) }
 
 func init() {
-	if stage() == "setup" {
+	if st := stage(); st == "setup" || st == "worker" {
 		// Keep the main goroutine on the main thread: the capability and
 		// no_new_privs changes below are per-thread and must be made on the
 		// thread that calls execve.
@@ -80,6 +79,8 @@ func Main() {
 		os.Exit(1)
 	case "serve":
 		os.Exit(runServe())
+	case "worker":
+		os.Exit(runWorker())
 	default:
 		fmt.Fprintf(os.Stderr, "sbx init: unknown stage %q\n", stage())
 		os.Exit(1)
@@ -126,7 +127,7 @@ func runSetup() error {
 	if err := dropPrivileges(); err != nil {
 		return err
 	}
-	for _, fd := range []int{fdListener, fdReady, fdState} {
+	for _, fd := range []int{fdListener, fdReady} {
 		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
 			return fmt.Errorf("keep descriptor %d: %w", fd, err)
 		}

@@ -118,7 +118,7 @@ func (m *Manager) Open(ctx context.Context, name string, p Params) (*Session, er
 			case err == nil:
 				s.sb = sb
 			case errors.As(err, &stale), errors.Is(err, sandbox.ErrNotFound):
-				s.note(fmt.Sprintf("session %s: %v; cleaned up, a new sandbox will be claimed", name, err))
+				s.note(fmt.Sprintf("session %s: %s; cleaned up, a new sandbox will be claimed", name, staleReason(info, err)))
 				s.wipe()
 				s.info = s.newInfo()
 			default:
@@ -555,7 +555,7 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 		if info.Claimed {
 			sb, err := m.prov.Attach(ctx, sandbox.Spec{Name: info.Name, StateDir: dir})
 			if err != nil {
-				info.Stale = err.Error()
+				info.Stale = "session " + info.Name + ": " + staleReason(info, err)
 				m.release(ctx, info.Name, nil)
 			} else {
 				_ = sb // attached only to check it; the sandbox stays as it is
@@ -586,6 +586,18 @@ func (m *Manager) ReleaseAll(ctx context.Context) ([]string, error) {
 		names = append(names, info.Name)
 	}
 	return names, errors.Join(errs...)
+}
+
+// staleReason explains why a kept session's sandbox is gone: expired when it
+// was idle past its idle_ttl (the sandbox releases itself then), else what the
+// backend found.
+func staleReason(info Info, err error) string {
+	if ttl, perr := time.ParseDuration(info.IdleTTL); perr == nil && ttl > 0 {
+		if idle := time.Since(info.LastUsed); idle > ttl {
+			return fmt.Sprintf("its sandbox expired after being idle for more than its idle_ttl of %s (last used %s)", ttl, info.LastUsed.Local().Format(time.DateTime))
+		}
+	}
+	return err.Error()
 }
 
 func readJSONFile(path string, v any) error {

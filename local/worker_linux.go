@@ -1,0 +1,234 @@
+//go:build linux
+
+package local
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// A worker is pid 1 of a pid namespace of its own (in a user namespace of its
+// own, which is how a process without capabilities may make one). The init
+// keeps a few idle workers and hands each command to one, with its stdio.
+// The worker starts the command as an ordinary process (a shell's `kill $$`
+// works, orphans are reaped), and when the command ends, or is killed, the
+// worker kills whatever else is left in its namespace (kill -1 from a
+// namespace's pid 1 reaches every other process in it, children that called
+// setsid included), so a command's tree ends with it. The worker then serves
+// the next command: starting a worker costs a program start, a command only
+// a fork.
+//
+// The worker holds CAP_SYS_ADMIN and CAP_SETPCAP in its own user namespace
+// just long enough to mount its /proc and empty its bounding set; commands run
+// with every capability set empty.
+
+// workerExec is what the init sends a worker for one command.
+type workerExec struct {
+	Path           string   `json:"path"`
+	Argv           []string `json:"argv"`
+	Env            []string `json:"env"`
+	Dir            string   `json:"dir"`
+	TTY            bool     `json:"tty,omitempty"`
+	Fds            []string `json:"fds,omitempty"`
+	StderrToStdout bool     `json:"stderr_to_stdout,omitempty"`
+	Kill           bool     `json:"kill,omitempty"` // kill the running command instead
+}
+
+const fdWorker = 3
+
+func runWorker() int {
+	// Whatever this process inherited beyond its socket must not reach a
+	// command.
+	unix.CloseRange(fdWorker+1, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	// Not dumpable: a command may not open this process's descriptors
+	// through /proc. A /proc of its own: a command sees only its own
+	// processes, not the init or other commands.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		fmt.Fprintf(os.Stderr, "sbx worker: set non-dumpable: %v\n", err)
+		return 1
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		fmt.Fprintf(os.Stderr, "sbx worker: make mounts private: %v\n", err)
+		return 1
+	}
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		fmt.Fprintf(os.Stderr, "sbx worker: mount /proc: %v\n", err)
+		return 1
+	}
+	// Still on the locked main thread: the fork in runOne happens on this
+	// thread, so what is dropped here is what commands inherit.
+	if err := dropPrivileges(); err != nil {
+		fmt.Fprintf(os.Stderr, "sbx worker: %v\n", err)
+		return 1
+	}
+	f := os.NewFile(fdWorker, "worker")
+	nc, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sbx worker: %v\n", err)
+		return 1
+	}
+	c := newConn(nc.(*net.UnixConn))
+	type msg struct {
+		req   workerExec
+		files []*os.File
+	}
+	execs := make(chan msg)
+	go func() {
+		defer close(execs)
+		for {
+			var m msg
+			files, err := c.readFrame(&m.req)
+			if err != nil {
+				// The init is gone: end everything here.
+				unix.Kill(-1, unix.SIGKILL)
+				return
+			}
+			if m.req.Kill {
+				unix.Kill(-1, unix.SIGKILL)
+				continue
+			}
+			m.files = files
+			execs <- m
+		}
+	}()
+	for m := range execs {
+		r := runOne(&m.req, m.files)
+		if err := c.writeFrame(r); err != nil {
+			unix.Kill(-1, unix.SIGKILL)
+			return 1
+		}
+	}
+	return 0
+}
+
+// runOne runs one command to its end and clears the namespace after it.
+func runOne(req *workerExec, files []*os.File) reply {
+	defer closeAll(files)
+	stdio := map[string]*os.File{}
+	for i, name := range req.Fds {
+		if i < len(files) {
+			stdio[name] = files[i]
+		}
+	}
+	devnull, err := os.OpenFile("/dev/null", os.O_RDWR, 0)
+	if err != nil {
+		return reply{Done: true, ExitCode: 126, Error: err.Error()}
+	}
+	defer devnull.Close()
+	pick := func(name string) *os.File {
+		if f, ok := stdio[name]; ok {
+			return f
+		}
+		return devnull
+	}
+	procFiles := []*os.File{pick("stdin"), pick("stdout"), pick("stderr")}
+	if req.StderrToStdout {
+		procFiles[2] = procFiles[1]
+	}
+	if f, ok := stdio["fd3"]; ok {
+		procFiles = append(procFiles, f)
+	}
+	attr := &os.ProcAttr{Dir: req.Dir, Env: req.Env, Files: procFiles, Sys: &syscall.SysProcAttr{Setsid: true}}
+	if req.TTY {
+		attr.Sys.Setctty = true
+		attr.Sys.Ctty = 0
+	}
+	p, err := os.StartProcess(req.Path, req.Argv, attr)
+	if err != nil {
+		code := 126
+		if errors.Is(err, os.ErrNotExist) {
+			code = 127
+		}
+		return reply{Done: true, ExitCode: code, Error: fmt.Sprintf("start %s: %v", req.Argv[0], err)}
+	}
+	closeAll(files)
+	files = nil
+	r := reply{Done: true}
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, 0, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			r.ExitCode, r.Error = 126, "wait: "+err.Error()
+			return r
+		}
+		if pid != p.Pid {
+			continue // an orphan the command left, reaped
+		}
+		switch {
+		case ws.Exited():
+			r.ExitCode = ws.ExitStatus()
+		case ws.Signaled():
+			r.ExitCode = 128 + int(ws.Signal())
+			r.Signal = unix.SignalName(ws.Signal())
+		}
+		break
+	}
+	// Whatever the command left behind goes with it.
+	unix.Kill(-1, unix.SIGKILL)
+	for {
+		var ws unix.WaitStatus
+		if _, err := unix.Wait4(-1, &ws, 0, nil); err == unix.ECHILD {
+			break
+		} else if err != nil && err != unix.EINTR {
+			break
+		}
+	}
+	return r
+}
+
+// worker is the init's handle on one worker process.
+type worker struct {
+	cmd *exec.Cmd
+	c   *conn
+}
+
+func startWorker() (*worker, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	ours := os.NewFile(uintptr(fds[0]), "worker")
+	theirs := os.NewFile(uintptr(fds[1]), "worker")
+	defer theirs.Close()
+	nc, err := net.FileConn(ours)
+	ours.Close()
+	if err != nil {
+		return nil, err
+	}
+	cmd := &exec.Cmd{
+		Path: "/proc/self/exe", Args: []string{"sbx-worker"},
+		Env:        []string{envStage + "=worker"},
+		Stderr:     os.Stderr,
+		ExtraFiles: []*os.File{theirs},
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags:                 syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS,
+			UidMappings:                []syscall.SysProcIDMap{{ContainerID: sandboxUID, HostID: sandboxUID, Size: 1}},
+			GidMappings:                []syscall.SysProcIDMap{{ContainerID: sandboxGID, HostID: sandboxGID, Size: 1}},
+			GidMappingsEnableSetgroups: false,
+			AmbientCaps:                []uintptr{unix.CAP_SETPCAP, unix.CAP_SYS_ADMIN},
+			Setsid:                     true,
+		},
+	}
+	if err := cmd.Start(); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("start worker: %w", err)
+	}
+	go cmd.Wait()
+	return &worker{cmd: cmd, c: newConn(nc.(*net.UnixConn))}, nil
+}
+
+// kill ends the worker and, with it, everything in its namespace.
+func (w *worker) kill() {
+	w.cmd.Process.Kill()
+	w.c.Close()
+}

@@ -1,0 +1,365 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sbx-sh/sbx/local"
+)
+
+func TestMain(m *testing.M) {
+	local.Main()
+	os.Exit(m.Run())
+}
+
+// tempDir is a temp dir with a short path (unix sockets live in state dirs).
+func tempDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "sbxs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+type fixture struct {
+	root string // state root
+	code string // a code dir on the host
+	mgr  *Manager
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{root: filepath.Join(tempDir(t), "st"), code: filepath.Join(tempDir(t), "code")}
+	if err := os.MkdirAll(filepath.Join(f.code, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(f.code, "keep.txt"), "keep\n", 0o644)
+	write(t, filepath.Join(f.code, "mod.txt"), "old\n", 0o644)
+	write(t, filepath.Join(f.code, "del.txt"), "bye\n", 0o644)
+	write(t, filepath.Join(f.code, "run.sh"), "#!/bin/sh\necho run\n", 0o644)
+	f.mgr = f.manager()
+	return f
+}
+
+func (f *fixture) manager() *Manager {
+	return NewManager(f.root, &local.Provider{Version: "test"}, nil)
+}
+
+func (f *fixture) open(t *testing.T, name string, keep bool) *Session {
+	t.Helper()
+	s, err := f.manager().Open(context.Background(), name, Params{CodeDirs: []string{f.code}, Keep: keep, IdleTTL: time.Hour})
+	if err != nil {
+		t.Fatalf("open %s: %v", name, err)
+	}
+	t.Cleanup(func() { s.Release(context.Background()) })
+	return s
+}
+
+func write(t *testing.T, p, content string, mode os.FileMode) {
+	t.Helper()
+	if err := os.WriteFile(p, []byte(content), mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func sh(t *testing.T, s *Session, command string) (string, Outcome) {
+	t.Helper()
+	var out bytes.Buffer
+	o, err := s.Exec(context.Background(), Run{Command: command, Stdout: &out, Stderr: &out, Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatalf("exec %q: %v", command, err)
+	}
+	return out.String(), o
+}
+
+func TestChangesComeBack(t *testing.T) {
+	f := newFixture(t)
+	s := f.open(t, "changes", false)
+	out, o := sh(t, s, "echo new > new.txt && mkdir -p d/e && echo deep > d/e/f.txt && echo changed > mod.txt && rm del.txt && chmod +x run.sh && ln -s keep.txt link && mkdir empty")
+	if o.ExitCode != 0 {
+		t.Fatalf("exit %d: %s", o.ExitCode, out)
+	}
+	for p, want := range map[string]string{"new.txt": "new\n", "d/e/f.txt": "deep\n", "mod.txt": "changed\n", "keep.txt": "keep\n"} {
+		got, err := os.ReadFile(filepath.Join(f.code, p))
+		if err != nil || string(got) != want {
+			t.Errorf("%s on host: %q, %v; want %q", p, got, err, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(f.code, "del.txt")); !os.IsNotExist(err) {
+		t.Errorf("deleted file still on host: %v", err)
+	}
+	if fi, err := os.Stat(filepath.Join(f.code, "run.sh")); err != nil || fi.Mode().Perm()&0o111 == 0 {
+		t.Errorf("mode change not brought back: %v %v", fi.Mode(), err)
+	}
+	if target, err := os.Readlink(filepath.Join(f.code, "link")); err != nil || target != "keep.txt" {
+		t.Errorf("symlink inside the code dir not brought back: %q %v", target, err)
+	}
+	if fi, err := os.Stat(filepath.Join(f.code, "empty")); err != nil || !fi.IsDir() {
+		t.Errorf("empty directory not brought back: %v", err)
+	}
+	if o.Applied == 0 {
+		t.Error("outcome counts no applied changes")
+	}
+}
+
+func TestPlantedSymlinkNeverWrittenThrough(t *testing.T) {
+	f := newFixture(t)
+	outside := tempDir(t)
+	write(t, filepath.Join(outside, "victim"), "safe\n", 0o644)
+	s := f.open(t, "planted", false)
+	// The sandbox plants links out of the code dir, and writes "through" them
+	// in its own view. Nothing may change outside the code dir on the host.
+	out, _ := sh(t, s, "ln -s "+outside+" out && ln -s "+outside+"/victim victim && ln -s ../../.. up && mkdir -p "+outside+" && echo owned > "+outside+"/victim; echo owned > out/new; rm -rf sub && ln -s "+outside+" sub")
+	got, _ := os.ReadFile(filepath.Join(outside, "victim"))
+	if string(got) != "safe\n" {
+		t.Fatalf("host file outside the code dir changed to %q (%s)", got, out)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "new")); err == nil {
+		t.Fatal("a file appeared outside the code dir")
+	}
+	for _, p := range []string{"out", "victim", "up", "sub"} {
+		if fi, err := os.Lstat(filepath.Join(f.code, p)); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+			t.Errorf("escaping symlink %s was brought back to the host", p)
+		}
+	}
+	// The refusal is reported on the command that made it.
+	refused := map[string]bool{}
+	_, o2 := sh(t, s, "ln -s /etc/passwd pw")
+	for _, r := range o2.Refused {
+		refused[filepath.Base(r.Path)] = true
+	}
+	if !refused["pw"] {
+		t.Errorf("refusal of an escaping symlink not reported: %+v", o2.Refused)
+	}
+}
+
+func TestGitInternalsAllowlist(t *testing.T) {
+	f := newFixture(t)
+	os.MkdirAll(filepath.Join(f.code, ".git", "hooks"), 0o755)
+	write(t, filepath.Join(f.code, ".git", "config"), "[core]\n", 0o644)
+	write(t, filepath.Join(f.code, ".git", "HEAD"), "ref: refs/heads/main\n", 0o644)
+	s := f.open(t, "git", false)
+	_, o := sh(t, s, "echo '#!/bin/sh' > .git/hooks/pre-push; chmod +x .git/hooks/pre-push; printf '[core]\\nhooksPath=x\\n' > .git/config; mkdir -p .git/refs/heads && echo abc > .git/refs/heads/main; echo 'ref: refs/heads/dev' > .git/HEAD; mkdir -p vendor/x/.git && echo evil > vendor/x/.git/config")
+	if _, err := os.Stat(filepath.Join(f.code, ".git", "hooks", "pre-push")); err == nil {
+		t.Error("a hook came back to the host")
+	}
+	if b, _ := os.ReadFile(filepath.Join(f.code, ".git", "config")); string(b) != "[core]\n" {
+		t.Errorf(".git/config changed on the host: %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(f.code, "vendor", "x", ".git")); err == nil {
+		t.Error("a nested .git came back to the host")
+	}
+	if b, _ := os.ReadFile(filepath.Join(f.code, ".git", "refs", "heads", "main")); string(b) != "abc\n" {
+		t.Errorf("a ref did not come back: %q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(f.code, ".git", "HEAD")); string(b) != "ref: refs/heads/dev\n" {
+		t.Errorf("HEAD did not come back: %q", b)
+	}
+	if len(o.Refused) < 3 {
+		t.Errorf("refusals not reported: %+v", o.Refused)
+	}
+}
+
+func TestKeepReuseAndCwd(t *testing.T) {
+	f := newFixture(t)
+	s := f.open(t, "keep", true)
+	sh(t, s, "echo from-call-1 > /tmp/scratch; cd sub")
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// A new manager, as a later sbx invocation would have.
+	s2 := f.open(t, "keep", false)
+	out, o := sh(t, s2, "cat /tmp/scratch; pwd")
+	if o.ExitCode != 0 || !strings.Contains(out, "from-call-1") {
+		t.Fatalf("sandbox state from call 1 not seen in call 2: %q", out)
+	}
+	if !strings.Contains(out, filepath.Join(f.code, "sub")) {
+		t.Fatalf("cwd did not persist: %q", out)
+	}
+	// Variables do not persist.
+	sh(t, s2, "export FOO=bar")
+	if out, _ := sh(t, s2, "echo \"[$FOO]\""); strings.TrimSpace(out) != "[]" {
+		t.Fatalf("a variable persisted: %q", out)
+	}
+	if len(s2.Notices()) != 0 {
+		t.Fatal("unexpected notices on reattach")
+	}
+}
+
+func TestReleaseRemovesEverything(t *testing.T) {
+	f := newFixture(t)
+	s := f.open(t, "rel", true)
+	sh(t, s, "true")
+	var st struct{ Pid int }
+	raw, err := os.ReadFile(filepath.Join(f.root, "rel", "local.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.Unmarshal(raw, &st)
+	if err := f.manager().Release(context.Background(), "rel"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(f.root, "rel")); !os.IsNotExist(err) {
+		t.Fatalf("state dir left after release: %v", err)
+	}
+	if err := syscall.Kill(st.Pid, 0); err == nil {
+		if b, _ := os.ReadFile("/proc/" + strconv.Itoa(st.Pid) + "/cmdline"); strings.Contains(string(b), "sbx-init") {
+			t.Fatalf("init %d still running after release", st.Pid)
+		}
+	}
+	if err := f.manager().Release(context.Background(), "rel"); err == nil {
+		t.Fatal("releasing a released session gave no error")
+	}
+	// The host tree is untouched by the release.
+	if b, _ := os.ReadFile(filepath.Join(f.code, "keep.txt")); string(b) != "keep\n" {
+		t.Fatal("host file changed by release")
+	}
+}
+
+func TestIdleExpiry(t *testing.T) {
+	f := newFixture(t)
+	s, err := f.manager().Open(context.Background(), "idle", Params{CodeDirs: []string{f.code}, Keep: true, IdleTTL: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh(t, s, "echo x > /tmp/mark")
+	s.Close(context.Background())
+	time.Sleep(1500 * time.Millisecond)
+	s2, err := f.manager().Open(context.Background(), "idle", Params{CodeDirs: []string{f.code}, IdleTTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Release(context.Background())
+	notes := strings.Join(s2.Notices(), "\n")
+	if !strings.Contains(notes, "expired") {
+		t.Fatalf("no expiry notice, got %q", notes)
+	}
+	if out, _ := sh(t, s2, "cat /tmp/mark 2>&1 || echo gone"); !strings.Contains(out, "gone") {
+		t.Fatalf("expired sandbox was reused: %q", out)
+	}
+}
+
+func TestStaleSessionCleanedUp(t *testing.T) {
+	f := newFixture(t)
+	s := f.open(t, "stale", true)
+	sh(t, s, "echo x > /tmp/mark")
+	var st struct{ Pid int }
+	raw, _ := os.ReadFile(filepath.Join(f.root, "stale", "local.json"))
+	json.Unmarshal(raw, &st)
+	if st.Pid == 0 {
+		t.Fatal("no init pid recorded")
+	}
+	syscall.Kill(st.Pid, syscall.SIGKILL)
+	time.Sleep(100 * time.Millisecond)
+	s2 := f.open(t, "stale", false)
+	notes := strings.Join(s2.Notices(), "\n")
+	if !strings.Contains(notes, "is gone") || !strings.Contains(notes, "cleaned up") {
+		t.Fatalf("stale session not reported: %q", notes)
+	}
+	if out, _ := sh(t, s2, "cat /tmp/mark 2>&1 || echo fresh"); !strings.Contains(out, "fresh") {
+		t.Fatalf("stale sandbox reused: %q", out)
+	}
+}
+
+func TestSessionsIsolatedFromEachOther(t *testing.T) {
+	f := newFixture(t)
+	a := f.open(t, "a", false)
+	b := f.open(t, "b", false)
+	sh(t, a, "echo secret-a > /tmp/a")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.Exec(context.Background(), Run{Command: "exec -a sbx-session-a-marker sleep 3", Shell: "/bin/bash", Timeout: 10 * time.Second})
+	}()
+	time.Sleep(300 * time.Millisecond)
+	out, _ := sh(t, b, "cat /tmp/a 2>&1; ps -eo args; ls /proc | grep -E '^[0-9]+$' | wc -l")
+	if strings.Contains(out, "secret-a") || strings.Contains(out, "sbx-session-a-marker") {
+		t.Fatalf("session b sees session a:\n%s", out)
+	}
+	a.Release(context.Background())
+	<-done
+}
+
+func TestSpawnRunsBesideCommands(t *testing.T) {
+	f := newFixture(t)
+	s := f.open(t, "bg", false)
+	var out syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	job, err := s.Spawn(ctx, Run{Command: "echo started; sleep 30", Stdout: &out, Stderr: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A foreground command runs while the job does.
+	if o, _ := sh(t, s, "echo fg"); !strings.Contains(o, "fg") {
+		t.Fatal("foreground command blocked by a background job")
+	}
+	cancel()
+	select {
+	case <-job.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("cancelled job did not end")
+	}
+	if !strings.Contains(out.String(), "started") {
+		t.Fatalf("job output: %q", out.String())
+	}
+}
+
+func TestCodeDirMismatchRefused(t *testing.T) {
+	f := newFixture(t)
+	s := f.open(t, "cd", true)
+	sh(t, s, "true")
+	_, err := f.manager().Open(context.Background(), "cd", Params{CodeDirs: []string{tempDir(t)}})
+	if err == nil || !strings.Contains(err.Error(), "release it first") {
+		t.Fatalf("want a code dir mismatch error, got %v", err)
+	}
+}
+
+func TestBadNames(t *testing.T) {
+	f := newFixture(t)
+	for _, name := range []string{"", "../x", "a/b", ".hidden", strings.Repeat("x", 49), "a b", "-x"} {
+		if _, err := f.mgr.Open(context.Background(), name, Params{}); err == nil {
+			t.Errorf("name %q accepted", name)
+		}
+	}
+}
+
+func TestListShowsKeptSessions(t *testing.T) {
+	f := newFixture(t)
+	s := f.open(t, "listed", true)
+	sh(t, s, "true")
+	infos, err := f.manager().List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != 1 || infos[0].Name != "listed" || infos[0].Backend != "local" || infos[0].Stale != "" {
+		t.Fatalf("list: %+v", infos)
+	}
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
