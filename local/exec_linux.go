@@ -71,33 +71,9 @@ func (b *box) Exec(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, error
 	}
 
 	if cmd.TTY != nil {
-		master, slave, err := openPTY(cmd.TTY.Size)
-		if err != nil {
-			return sandbox.Result{}, fmt.Errorf("open terminal: %w", err)
-		}
-		closers = append(closers, slave)
-		defer master.Close()
+		// The init allocates the terminal inside the sandbox and hands back
+		// its master side once the command runs.
 		req.TTY = true
-		pass("stdin", slave)
-		pass("stdout", slave)
-		pass("stderr", slave)
-		if cmd.Stdin != nil {
-			go io.Copy(master, cmd.Stdin)
-		}
-		if cmd.Stdout != nil {
-			copiers.Add(1)
-			go func() {
-				defer copiers.Done()
-				io.Copy(cmd.Stdout, master) // ends with EIO once the last slave closes
-			}()
-		}
-		if cmd.TTY.Resize != nil {
-			go func() {
-				for ws := range cmd.TTY.Resize {
-					setWinsize(master, ws)
-				}
-			}()
-		}
 	} else {
 		if cmd.Stdin != nil {
 			if f, ok := cmd.Stdin.(*os.File); ok {
@@ -149,9 +125,15 @@ func (b *box) Exec(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, error
 	var r reply
 	for {
 		r = reply{}
-		if _, err := c.readFrame(&r); err != nil {
+		files, err := c.readFrame(&r)
+		if err != nil {
 			return sandbox.Result{}, fmt.Errorf("%w: lost the sandbox init while the command ran: %v", sandbox.ErrLost, err)
 		}
+		if r.Started && cmd.TTY != nil && len(files) == 1 {
+			b.serveTerminal(files[0], cmd, &copiers)
+			files = nil
+		}
+		closeAll(files)
 		if r.Done {
 			break
 		}
@@ -187,7 +169,34 @@ func sameWriter(a, b io.Writer) (same bool) {
 	return a == b
 }
 
-func openPTY(size sandbox.WindowSize) (master, slave *os.File, err error) {
+// serveTerminal copies between the caller's stdin/stdout and the master side
+// of the command's terminal, and passes window sizes on.
+func (b *box) serveTerminal(master *os.File, cmd *sandbox.Cmd, copiers *sync.WaitGroup) {
+	setWinsize(master, cmd.TTY.Size)
+	if cmd.Stdin != nil {
+		go io.Copy(master, cmd.Stdin)
+	}
+	copiers.Add(1)
+	go func() {
+		defer copiers.Done()
+		defer master.Close()
+		w := cmd.Stdout
+		if w == nil {
+			w = io.Discard
+		}
+		io.Copy(w, master) // ends with EIO once the command and its children close the terminal
+	}()
+	if cmd.TTY.Resize != nil {
+		go func() {
+			for ws := range cmd.TTY.Resize {
+				setWinsize(master, ws)
+			}
+		}()
+	}
+}
+
+// openPTY opens a new terminal pair from this mount namespace's devpts.
+func openPTY() (master, slave *os.File, err error) {
 	mfd, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, err
@@ -207,9 +216,7 @@ func openPTY(size sandbox.WindowSize) (master, slave *os.File, err error) {
 		master.Close()
 		return nil, nil, err
 	}
-	slave = os.NewFile(uintptr(sfd), "pty")
-	setWinsize(master, size)
-	return master, slave, nil
+	return master, os.NewFile(uintptr(sfd), "pty"), nil
 }
 
 func setWinsize(f *os.File, ws sandbox.WindowSize) {

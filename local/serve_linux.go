@@ -13,8 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sbx-sh/sbx/sandbox"
 )
 
@@ -42,12 +40,9 @@ func runServe() int {
 	}
 	os.Unsetenv(envConfig)
 	os.Unsetenv(envStage)
-	// Not dumpable: nothing in the sandbox may read this process's memory or
-	// open its descriptors through /proc.
-	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		reportReady(fmt.Errorf("set non-dumpable: %w", err))
-		return 1
-	}
+	// Commands never see this process: each has the /proc of its worker's
+	// pid namespace. (It stays dumpable: a worker it forks must be, for its
+	// uid map to be writable when sbx runs as an ordinary user.)
 	lf := os.NewFile(fdListener, "listener")
 	ln, err := net.FileListener(lf)
 	lf.Close()
@@ -173,7 +168,25 @@ func (s *server) exec(c *conn, req *request, files []*os.File) {
 		c.writeFrame(reply{Done: true, Error: "hand the command to a worker: " + err.Error()})
 		return
 	}
-	c.writeFrame(reply{Started: true, Pid: w.cmd.Process.Pid})
+	// The worker says when the command runs, with the terminal's master side
+	// for a TTY command; pass both on.
+	var started reply
+	sfiles, err := w.c.readFrame(&started)
+	if err != nil {
+		w.kill()
+		c.writeFrame(reply{Done: true, Error: "worker lost: " + err.Error()})
+		return
+	}
+	err = c.writeFrame(started, sfiles...)
+	closeAll(sfiles)
+	if started.Done {
+		s.putWorker(w)
+		return
+	}
+	if err != nil {
+		s.stopCommand(w, nil)
+		return
+	}
 
 	// A client that sends "kill" or hangs up cancels the command.
 	cancel := make(chan struct{})
@@ -229,6 +242,12 @@ func (s *server) exec(c *conn, req *request, files []*os.File) {
 // does not answer in time.
 func (s *server) stopCommand(w *worker, done chan reply) reply {
 	w.c.writeFrame(workerExec{Kill: true})
+	if done == nil {
+		var r reply
+		w.c.readFrame(&r)
+		s.putWorker(w)
+		return r
+	}
 	select {
 	case r := <-done:
 		return r

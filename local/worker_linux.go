@@ -99,7 +99,7 @@ func runWorker() int {
 		}
 	}()
 	for m := range execs {
-		r := runOne(&m.req, m.files)
+		r := runOne(c, &m.req, m.files)
 		if err := c.writeFrame(r); err != nil {
 			unix.Kill(-1, unix.SIGKILL)
 			return 1
@@ -108,8 +108,9 @@ func runWorker() int {
 	return 0
 }
 
-// runOne runs one command to its end and clears the namespace after it.
-func runOne(req *workerExec, files []*os.File) reply {
+// runOne runs one command to its end and clears the namespace after it. It
+// tells the init on c once the command runs.
+func runOne(c *conn, req *workerExec, files []*os.File) reply {
 	defer closeAll(files)
 	stdio := map[string]*os.File{}
 	for i, name := range req.Fds {
@@ -132,6 +133,17 @@ func runOne(req *workerExec, files []*os.File) reply {
 	if req.StderrToStdout {
 		procFiles[2] = procFiles[1]
 	}
+	// A terminal comes from the sandbox's own devpts, so that the command's
+	// tty has a name there (ttyname, ssh and gpg need that).
+	var master, slave *os.File
+	if req.TTY {
+		if master, slave, err = openPTY(); err != nil {
+			return reply{Done: true, ExitCode: 126, Error: "open terminal: " + err.Error()}
+		}
+		defer master.Close()
+		defer slave.Close()
+		procFiles = []*os.File{slave, slave, slave}
+	}
 	if f, ok := stdio["fd3"]; ok {
 		procFiles = append(procFiles, f)
 	}
@@ -150,6 +162,16 @@ func runOne(req *workerExec, files []*os.File) reply {
 	}
 	closeAll(files)
 	files = nil
+	started := reply{Started: true, Pid: p.Pid}
+	if master != nil {
+		// Only the command and the client may hold the terminal now, so the
+		// client sees its end when the command's side closes.
+		c.writeFrame(started, master)
+		master.Close()
+		slave.Close()
+	} else {
+		c.writeFrame(started)
+	}
 	r := reply{Done: true}
 	for {
 		var ws unix.WaitStatus

@@ -240,7 +240,7 @@ func (c *cli) exec(ctx context.Context, args []string, shell bool) int {
 			fmt.Fprintf(c.stderr, "sbx: error: release session %s: %v\n", *sess, err)
 		}
 	}()
-	r := session.Run{Dir: e.cwd, Stdout: os.Stdout, Stderr: os.Stderr, Timeout: e.cfg.Timeout}
+	r := session.Run{Dir: e.cwd, Stdout: safeOutput(os.Stdout), Stderr: safeOutput(os.Stderr), Timeout: e.cfg.Timeout}
 	if shell {
 		restore, tty, err := rawTerminal()
 		if err != nil {
@@ -273,6 +273,15 @@ func (c *cli) exec(ctx context.Context, args []string, shell bool) int {
 		fmt.Fprintf(c.stderr, "sbx: command timed out after %s and was killed with everything it started\n", e.cfg.Timeout)
 	}
 	return out.ExitCode
+}
+
+// safeOutput hands a plain file or pipe to the sandbox as it is (no copy),
+// but never the user's terminal: terminal ioctls on it would reach the host.
+func safeOutput(f *os.File) io.Writer {
+	if term.IsTerminal(int(f.Fd())) {
+		return struct{ io.Writer }{f}
+	}
+	return f
 }
 
 // rawTerminal puts the terminal on stdin in raw mode and follows its size.
