@@ -75,14 +75,16 @@ func (e *Error) Error() string {
 }
 
 // fileConfig is the TOML form. Pointers tell set keys from absent ones.
+// Every value is decoded as any and checked here, so that a value of the
+// wrong type is reported like any other bad value, with its key and line.
 type fileConfig struct {
-	Backend  *string  `toml:"backend"`
-	Network  *string  `toml:"network"`
-	IdleTTL  *any     `toml:"idle_ttl"`
-	Timeout  *any     `toml:"timeout"`
-	Memory   *any     `toml:"memory"`
-	Pids     *int64   `toml:"pids"`
-	CodeDirs []string `toml:"code_dirs"`
+	Backend  *any `toml:"backend"`
+	Network  *any `toml:"network"`
+	IdleTTL  *any `toml:"idle_ttl"`
+	Timeout  *any `toml:"timeout"`
+	Memory   *any `toml:"memory"`
+	Pids     *any `toml:"pids"`
+	CodeDirs *any `toml:"code_dirs"`
 }
 
 // Sources names where Load looks.
@@ -149,7 +151,11 @@ func applyFile(cfg *Config, path string, trusted bool) error {
 	if err != nil {
 		var pe toml.ParseError
 		if errors.As(err, &pe) {
-			return &Error{Source: path, Line: pe.Position.Line, Msg: pe.Message}
+			return &Error{Source: path, Line: pe.Position.Line, Key: pe.LastKey, Msg: pe.Message}
+		}
+		var ppe *toml.ParseError
+		if errors.As(err, &ppe) {
+			return &Error{Source: path, Line: ppe.Position.Line, Key: ppe.LastKey, Msg: ppe.Message}
 		}
 		return &Error{Source: path, Msg: err.Error()}
 	}
@@ -167,25 +173,44 @@ func applyFile(cfg *Config, path string, trusted bool) error {
 		if !trusted {
 			return widen("backend")
 		}
-		if err := checkBackend(*fc.Backend); err != nil {
+		v, ok := (*fc.Backend).(string)
+		if !ok {
+			return fail("backend", "want a string such as \"local\"")
+		}
+		if err := checkBackend(v); err != nil {
 			return fail("backend", err.Error())
 		}
-		cfg.Backend = *fc.Backend
+		cfg.Backend = v
 	}
 	if fc.Network != nil {
-		if err := checkNetwork(*fc.Network); err != nil {
+		v, ok := (*fc.Network).(string)
+		if !ok {
+			return fail("network", "want \"none\" or \"host\"")
+		}
+		if err := checkNetwork(v); err != nil {
 			return fail("network", err.Error())
 		}
-		if !trusted && *fc.Network != "none" {
+		if !trusted && v != "none" {
 			return widen("network")
 		}
-		cfg.Network = *fc.Network
+		cfg.Network = v
 	}
 	if fc.CodeDirs != nil {
 		if !trusted {
 			return widen("code_dirs")
 		}
-		cfg.CodeDirs = fc.CodeDirs
+		list, ok := (*fc.CodeDirs).([]any)
+		if !ok {
+			return fail("code_dirs", "want a list of directory paths")
+		}
+		cfg.CodeDirs = nil
+		for _, x := range list {
+			d, ok := x.(string)
+			if !ok || d == "" {
+				return fail("code_dirs", "want a list of directory paths")
+			}
+			cfg.CodeDirs = append(cfg.CodeDirs, d)
+		}
 	}
 	for _, d := range []struct {
 		key string
@@ -215,13 +240,14 @@ func applyFile(cfg *Config, path string, trusted bool) error {
 		cfg.Memory = n
 	}
 	if fc.Pids != nil {
-		if *fc.Pids < 0 || *fc.Pids > 1<<22 {
-			return fail("pids", fmt.Sprintf("%d is not a process count (0 for no limit)", *fc.Pids))
+		n, ok := (*fc.Pids).(int64)
+		if !ok || n < 0 || n > 1<<22 {
+			return fail("pids", fmt.Sprintf("%v is not a process count (0 for no limit)", *fc.Pids))
 		}
-		if !trusted && !narrower(*fc.Pids, int64(cfg.Pids)) {
+		if !trusted && !narrower(n, int64(cfg.Pids)) {
 			return widen("pids")
 		}
-		cfg.Pids = int(*fc.Pids)
+		cfg.Pids = int(n)
 	}
 	return nil
 }
