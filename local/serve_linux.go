@@ -53,7 +53,9 @@ func runServe() int {
 	s := &server{cfg: cfg, lastUsed: time.Now()}
 	// One idle worker before reporting ready: the first command is then as
 	// fast as the later ones.
-	if w, err := startWorker(); err == nil {
+	if w := adoptWorker(); w != nil {
+		s.idle = append(s.idle, w)
+	} else if w, err := startWorker(); err == nil {
 		s.idle = append(s.idle, w)
 	}
 	reportReady(nil)

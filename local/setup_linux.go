@@ -133,6 +133,16 @@ func runSetup() error {
 		}
 	}
 	env := []string{envStage + "=serve", envConfig + "=" + string(raw)}
+	// Start the first worker now, so that its program start overlaps the
+	// serving stage's. It is forked from this thread, which holds nothing
+	// any more. If it cannot be started here, the serving stage starts one.
+	if w, err := startWorker(); err == nil {
+		if kv, err := w.handOver(); err == nil {
+			env = append(env, kv)
+		} else {
+			w.kill()
+		}
+	}
 	err = unix.Exec("/proc/self/exe", []string{"sbx-init", cfg.Name}, env)
 	return fmt.Errorf("start serving stage: %w", err)
 }

@@ -210,8 +210,8 @@ func runOne(c *conn, req *workerExec, files []*os.File) reply {
 
 // worker is the init's handle on one worker process.
 type worker struct {
-	cmd *exec.Cmd
-	c   *conn
+	proc *os.Process
+	c    *conn
 }
 
 func startWorker() (*worker, error) {
@@ -246,11 +246,49 @@ func startWorker() (*worker, error) {
 		return nil, fmt.Errorf("start worker: %w", err)
 	}
 	go cmd.Wait()
-	return &worker{cmd: cmd, c: newConn(nc.(*net.UnixConn))}, nil
+	return &worker{proc: cmd.Process, c: newConn(nc.(*net.UnixConn))}, nil
 }
 
 // kill ends the worker and, with it, everything in its namespace.
 func (w *worker) kill() {
-	w.cmd.Process.Kill()
+	w.proc.Kill()
 	w.c.Close()
+}
+
+const envWorker = "SBX_LOCAL_WORKER"
+
+// handOver keeps w's socket open across the setup stage's execve and
+// returns the environment entry that tells the serving stage where it is.
+func (w *worker) handOver() (string, error) {
+	f, err := w.c.c.File()
+	if err != nil {
+		return "", err
+	}
+	if _, err := unix.FcntlInt(f.Fd(), unix.F_SETFD, 0); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s=%d:%d", envWorker, f.Fd(), w.proc.Pid), nil
+}
+
+// adoptWorker takes over the worker the setup stage started, if any.
+func adoptWorker() *worker {
+	v := os.Getenv(envWorker)
+	os.Unsetenv(envWorker)
+	var fd, pid int
+	if _, err := fmt.Sscanf(v, "%d:%d", &fd, &pid); err != nil {
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), "worker")
+	nc, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		return nil
+	}
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		nc.Close()
+		return nil
+	}
+	go p.Wait()
+	return &worker{proc: p, c: newConn(nc.(*net.UnixConn))}
 }
