@@ -109,6 +109,23 @@ func (b *box) Exec(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, error
 			return sandbox.Result{}, err
 		}
 	}
+	if cmd.Sync != nil {
+		req.Sync = cmd.Sync.Request
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			return sandbox.Result{}, err
+		}
+		pass("push", pr)
+		closers = append(closers, pr)
+		// Ends when the helper has read it all, or closed its end.
+		go func() {
+			io.Copy(pw, cmd.Sync.Push)
+			pw.Close()
+		}()
+		if err := output("pull", cmd.Sync.Pull); err != nil {
+			return sandbox.Result{}, err
+		}
+	}
 
 	if err := c.writeFrame(req, send...); err != nil {
 		return sandbox.Result{}, fmt.Errorf("%w: send command to sandbox init: %v", sandbox.ErrLost, err)
@@ -139,7 +156,7 @@ func (b *box) Exec(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, error
 		}
 	}
 	copiers.Wait()
-	res := sandbox.Result{ExitCode: r.ExitCode, TimedOut: r.TimedOut, Signal: r.Signal, Duration: time.Since(start)}
+	res := sandbox.Result{ExitCode: r.ExitCode, TimedOut: r.TimedOut, Signal: r.Signal, Duration: time.Since(start), SyncReply: r.Sync}
 	if r.Error != "" && r.Pid == 0 && !r.TimedOut {
 		if r.ExitCode == 126 || r.ExitCode == 127 {
 			// Not found or not executable: a result, as a shell would give.

@@ -148,7 +148,7 @@ func (s *server) exec(c *conn, req *request, files []*os.File) {
 		c.writeFrame(reply{Done: true, Error: "empty argv"})
 		return
 	}
-	wreq := workerExec{Argv: req.Argv, Env: req.Env, Dir: req.Dir, TTY: req.TTY, Fds: req.Fds, StderrToStdout: req.StderrToStdout}
+	wreq := workerExec{Argv: req.Argv, Env: req.Env, Dir: req.Dir, TTY: req.TTY, Fds: req.Fds, StderrToStdout: req.StderrToStdout, Sync: req.Sync}
 	if lp, err := lookPath(req.Argv[0], req.Env); err == nil {
 		wreq.Path = lp
 	} else {

@@ -39,6 +39,9 @@ type request struct {
 	// StderrToStdout sends stderr to the stdout descriptor, so the two
 	// streams keep the order they were written in.
 	StderrToStdout bool `json:"stderr_to_stdout,omitempty"`
+	// Sync is the sync helper's request; the push and pull streams come as
+	// the descriptors "push" and "pull".
+	Sync json.RawMessage `json:"sync,omitempty"`
 }
 
 // reply is what the init answers.
@@ -54,6 +57,8 @@ type reply struct {
 	Error    string `json:"error,omitempty"`
 	// Version and Pid answer a ping.
 	Version string `json:"version,omitempty"`
+	// Sync is the sync helper's reply.
+	Sync json.RawMessage `json:"sync,omitempty"`
 }
 
 // conn wraps a unix socket with framing and descriptor passing.

@@ -3,6 +3,7 @@
 package local
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -11,6 +12,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	sbxsync "github.com/sbx-sh/sbx/sync"
 )
 
 // A worker is pid 1 of a pid namespace of its own (in a user namespace of its
@@ -38,6 +41,9 @@ type workerExec struct {
 	Fds            []string `json:"fds,omitempty"`
 	StderrToStdout bool     `json:"stderr_to_stdout,omitempty"`
 	Kill           bool     `json:"kill,omitempty"` // kill the running command instead
+	// Sync is a sync helper request: apply the "push" stream before the
+	// command, write the "pull" stream after it.
+	Sync json.RawMessage `json:"sync,omitempty"`
 }
 
 const fdWorker = 3
@@ -147,6 +153,25 @@ func runOne(c *conn, req *workerExec, files []*os.File) reply {
 	if f, ok := stdio["fd3"]; ok {
 		procFiles = append(procFiles, f)
 	}
+	// The sync helper: the host's changes go in before the command.
+	var helper *sbxsync.Helper
+	if len(req.Sync) > 0 {
+		var hreq sbxsync.HelperRequest
+		err := json.Unmarshal(req.Sync, &hreq)
+		if err == nil {
+			helper, err = sbxsync.NewHelper(hreq)
+		}
+		if err == nil {
+			if push, ok := stdio["push"]; ok {
+				err = helper.Apply(push)
+			} else {
+				err = errors.New("no push stream")
+			}
+		}
+		if err != nil {
+			return reply{Done: true, ExitCode: 126, Error: "sync into the sandbox: " + err.Error()}
+		}
+	}
 	attr := &os.ProcAttr{Dir: req.Dir, Env: req.Env, Files: procFiles, Sys: &syscall.SysProcAttr{Setsid: true}}
 	if req.TTY {
 		attr.Sys.Setctty = true
@@ -160,8 +185,12 @@ func runOne(c *conn, req *workerExec, files []*os.File) reply {
 		}
 		return reply{Done: true, ExitCode: code, Error: fmt.Sprintf("start %s: %v", req.Argv[0], err)}
 	}
-	closeAll(files)
-	files = nil
+	// The command holds its stdio now; only the sync streams stay open here.
+	for i, f := range files {
+		if n := req.Fds[i]; n != "push" && n != "pull" {
+			f.Close()
+		}
+	}
 	started := reply{Started: true, Pid: p.Pid}
 	if master != nil {
 		// Only the command and the client may hold the terminal now, so the
@@ -204,6 +233,19 @@ func runOne(c *conn, req *workerExec, files []*os.File) reply {
 		} else if err != nil && err != unix.EINTR {
 			break
 		}
+	}
+	// What the command changed goes out.
+	if helper != nil {
+		pull := stdio["pull"]
+		var hr sbxsync.HelperReply
+		if pull == nil {
+			hr = helper.Reply()
+			hr.Error = "no pull stream"
+		} else {
+			hr = helper.Collect(pull)
+			pull.Close()
+		}
+		r.Sync, _ = json.Marshal(hr)
 	}
 	return r
 }

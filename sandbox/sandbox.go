@@ -101,6 +101,19 @@ type Cmd struct {
 	// TTY, when set, runs the command on a new pseudo-terminal: Stdin feeds
 	// its input and Stdout receives its output (Stderr is unused).
 	TTY *TTY
+	// Sync, when set, makes the exec one round trip of the code sync: the
+	// backend's in-sandbox helper reads the host's changes from Sync.Push and
+	// applies them before the command, and writes the sandbox's changes to
+	// Sync.Pull after it. The backend only carries the bytes.
+	Sync *SyncIO
+}
+
+// SyncIO carries one round trip of the sync protocol (see package sync).
+type SyncIO struct {
+	// Request is the helper's request, JSON, opaque to the backend.
+	Request []byte
+	Push    io.Reader
+	Pull    io.Writer
 }
 
 // TTY describes the terminal of an interactive command.
@@ -122,6 +135,8 @@ type Result struct {
 	// Signal names the signal that killed the command, if one did.
 	Signal   string
 	Duration time.Duration
+	// SyncReply is the helper's reply, JSON, when the Cmd had Sync.
+	SyncReply []byte
 }
 
 // TimeoutExitCode is the exit code of a command killed by its timeout, as

@@ -52,6 +52,9 @@ type Params struct {
 	IdleTTL  time.Duration
 	Keep     bool
 	Progress func(string)
+	// Exclude adds sync exclude patterns (gitignore syntax) to the defaults
+	// and each code dir's .sbxignore.
+	Exclude []string
 }
 
 // ErrCodeDirs means a kept session exists for other code directories.
@@ -70,6 +73,7 @@ type Session struct {
 	run     sync.Mutex
 	mu      sync.Mutex
 	info    Info
+	sync    *sbxsync.Host
 	sb      sandbox.Sandbox
 	notices []string
 	closed  bool
@@ -126,6 +130,16 @@ func (m *Manager) Open(ctx context.Context, name string, p Params) (*Session, er
 			}
 		}
 	}
+	var dirs []sbxsync.HostDir
+	for _, d := range p.CodeDirs {
+		dirs = append(dirs, sbxsync.HostDir{Path: d, Exclude: p.Exclude})
+	}
+	if s.sync, err = sbxsync.OpenHost(dir, dirs); err != nil {
+		return nil, fmt.Errorf("session %s: %w", name, err)
+	}
+	if s.sb == nil {
+		s.sync.Reset()
+	}
 	return s, nil
 }
 
@@ -176,10 +190,6 @@ func (s *Session) spec() sandbox.Spec {
 
 func (s *Session) workDir(i int) string { return filepath.Join(s.dir, "work", strconv.Itoa(i)) }
 
-func (s *Session) manifestPath(i int) string {
-	return filepath.Join(s.dir, "manifest-"+strconv.Itoa(i)+".json")
-}
-
 // wipe removes everything the session keeps on disk but its lock.
 func (s *Session) wipe() {
 	entries, _ := os.ReadDir(s.dir)
@@ -190,27 +200,22 @@ func (s *Session) wipe() {
 	}
 }
 
-// claim copies the code dirs into fresh workspaces and starts the sandbox.
+// claim starts a sandbox with empty workspaces; the first round trip of
+// the sync fills them.
 func (s *Session) claim(ctx context.Context) error {
 	os.RemoveAll(filepath.Join(s.dir, "work"))
 	for i, d := range s.params.CodeDirs {
-		w := s.workDir(i)
-		if err := os.MkdirAll(w, 0o700); err != nil {
-			return fmt.Errorf("create workspace: %w", err)
-		}
 		fi, err := os.Stat(d)
 		if err != nil {
 			return fmt.Errorf("code dir: %w", err)
 		}
+		w := s.workDir(i)
+		if err := os.MkdirAll(w, 0o700); err != nil {
+			return fmt.Errorf("create workspace: %w", err)
+		}
 		os.Chmod(w, fi.Mode().Perm())
-		m, err := sbxsync.CopyTree(w, d)
-		if err != nil {
-			return fmt.Errorf("copy code dir %s into the sandbox: %w", d, err)
-		}
-		if err := writeJSONFile(s.manifestPath(i), m); err != nil {
-			return err
-		}
 	}
+	s.sync.Reset()
 	start := time.Now()
 	sb, err := s.m.prov.Claim(ctx, s.spec())
 	if err != nil {
@@ -244,16 +249,19 @@ type Run struct {
 	TTY     *sandbox.TTY
 }
 
-// Outcome is how a command ended and what came back from it.
+// Outcome is how a command ended and what the sync did around it.
 type Outcome struct {
 	sandbox.Result
 	// Cwd is the shell's working directory when it ended.
 	Cwd string
-	// Refused lists sandbox changes that were not brought back, and why.
-	Refused []sbxsync.Refusal
-	// Applied counts the changes brought back to the host.
-	Applied int
+	// Sync says what went in and came back: counts, refusals, conflicts and
+	// quarantined files.
+	Sync sbxsync.Report
 }
+
+// ErrSync means the command ran but its changes could not be brought back
+// (or the host's could not be sent in); the reason follows.
+var ErrSync = errors.New("sync failed")
 
 // BaseEnv is the sandbox's fixed environment. Nothing from the host's
 // environment enters the sandbox.
@@ -293,10 +301,59 @@ func (s *Session) Exec(ctx context.Context, r Run) (Outcome, error) {
 	if err != nil {
 		return Outcome{}, err
 	}
-	res, err := sb.Exec(ctx, cmd)
+	res, rep, err := s.roundTrip(ctx, sb, cmd)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.finish(res, err, cwd)
+	return s.finish(res, rep, err, cwd)
+}
+
+// roundTrip runs cmd as one round trip of the sync: the host's changes go
+// in with it, the sandbox's come back with its end.
+func (s *Session) roundTrip(ctx context.Context, sb sandbox.Sandbox, cmd *sandbox.Cmd) (sandbox.Result, sbxsync.Report, error) {
+	round, rep, err := s.sync.Begin()
+	if err != nil {
+		return sandbox.Result{}, rep, fmt.Errorf("%w: %v", ErrSync, err)
+	}
+	req, err := json.Marshal(round.Request)
+	if err != nil {
+		return sandbox.Result{}, rep, err
+	}
+	pushR, pushW := io.Pipe()
+	pullR, pullW := io.Pipe()
+	go func() { pushW.CloseWithError(round.WritePush(pushW)) }()
+	pulled := make(chan error, 1)
+	go func() {
+		err := round.ReadPull(pullR)
+		io.Copy(io.Discard, pullR) // a refused stream is drained, not applied
+		pulled <- err
+	}()
+	cmd.Sync = &sandbox.SyncIO{Request: req, Push: pushR, Pull: pullW}
+	res, xerr := sb.Exec(ctx, cmd)
+	pullW.Close()
+	pushR.Close()
+	perr := <-pulled
+	if len(res.SyncReply) == 0 {
+		if xerr == nil {
+			xerr = fmt.Errorf("%w: the sandbox sent no sync reply", ErrSync)
+		}
+		return res, rep, xerr
+	}
+	var reply sbxsync.HelperReply
+	if err := json.Unmarshal(res.SyncReply, &reply); err != nil {
+		return res, rep, fmt.Errorf("%w: bad sync reply: %v", ErrSync, err)
+	}
+	frep, ferr := round.Finish(reply)
+	frep.Applied += rep.Applied
+	frep.Conflicts = append(rep.Conflicts, frep.Conflicts...)
+	switch {
+	case xerr != nil:
+		return res, frep, xerr
+	case perr != nil:
+		return res, frep, fmt.Errorf("%w: the sandbox's changes were not brought back: %v", ErrSync, perr)
+	case ferr != nil:
+		return res, frep, fmt.Errorf("%w: %v", ErrSync, ferr)
+	}
+	return res, frep, nil
 }
 
 func (s *Session) ensureClaimed(ctx context.Context) error {
@@ -340,27 +397,21 @@ func (s *Session) command(r Run, trackCwd bool) (*sandbox.Cmd, *strings.Builder)
 	return cmd, cwd
 }
 
-// finish records how a command ended and brings back what it changed, even
-// when it failed or timed out: its partial work is the user's.
-func (s *Session) finish(res sandbox.Result, err error, cwd *strings.Builder) (Outcome, error) {
+// finish records how a command ended.
+func (s *Session) finish(res sandbox.Result, rep sbxsync.Report, err error, cwd *strings.Builder) (Outcome, error) {
 	if errors.Is(err, sandbox.ErrLost) && !s.closed {
 		s.note(fmt.Sprintf("session %s: the sandbox was lost: %v", s.name, err))
 	}
-	out := Outcome{Result: res}
+	out := Outcome{Result: res, Sync: rep}
 	if c := strings.TrimSpace(cwd.String()); c != "" {
 		out.Cwd = c
 		s.info.Cwd = c
 	}
-	applied, refused, perr := s.pullBack()
-	out.Applied, out.Refused = applied, refused
 	s.info.LastUsed = time.Now().UTC()
-	if werr := writeInfo(s.dir, s.info); werr != nil && perr == nil {
-		perr = werr
+	if werr := writeInfo(s.dir, s.info); werr != nil && err == nil {
+		err = werr
 	}
-	if err != nil {
-		return out, err
-	}
-	return out, perr
+	return out, err
 }
 
 // Job is a command started by Spawn.
@@ -399,6 +450,10 @@ func (s *Session) Spawn(ctx context.Context, r Run) (*Job, error) {
 	cmd, cwd := s.command(r, false)
 	sb := s.sb
 	s.mu.Unlock()
+	if err == nil {
+		// The job starts on the host's current tree.
+		_, _, err = s.roundTrip(ctx, sb, &sandbox.Cmd{Argv: []string{"/bin/true"}, Env: BaseEnv(false)})
+	}
 	l.unlock()
 	s.run.Unlock()
 	if err != nil {
@@ -423,39 +478,17 @@ func (s *Session) Spawn(ctx context.Context, r Run) (*Job, error) {
 			return
 		}
 		defer l.unlock()
-		j.out, j.err = s.finish(res, err, cwd)
+		// What the job changed comes back now.
+		var rep sbxsync.Report
+		if err == nil || errors.Is(err, context.Canceled) {
+			_, rep, err = s.roundTrip(context.Background(), sb, &sandbox.Cmd{Argv: []string{"/bin/true"}, Env: BaseEnv(false)})
+			if err == nil {
+				err = ctx.Err()
+			}
+		}
+		j.out, j.err = s.finish(res, rep, err, cwd)
 	}()
 	return j, nil
-}
-
-func (s *Session) pullBack() (int, []sbxsync.Refusal, error) {
-	var (
-		applied int
-		refused []sbxsync.Refusal
-	)
-	for i, d := range s.params.CodeDirs {
-		var old sbxsync.Manifest
-		if err := readJSONFile(s.manifestPath(i), &old); err != nil {
-			return applied, refused, fmt.Errorf("read sync manifest: %w", err)
-		}
-		cur, err := sbxsync.Scan(s.workDir(i))
-		if err != nil {
-			return applied, refused, fmt.Errorf("scan sandbox copy of %s: %w", d, err)
-		}
-		rep, err := sbxsync.PullBack(d, s.workDir(i), sbxsync.Diff(old, cur))
-		applied += rep.Applied
-		for _, r := range rep.Refused {
-			r.Path = filepath.Join(d, r.Path)
-			refused = append(refused, r)
-		}
-		if err != nil {
-			return applied, refused, fmt.Errorf("bring changes back to %s: %w", d, err)
-		}
-		if err := writeJSONFile(s.manifestPath(i), cur); err != nil {
-			return applied, refused, err
-		}
-	}
-	return applied, refused, nil
 }
 
 // Close releases the sandbox unless the session is kept.

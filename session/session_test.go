@@ -108,7 +108,7 @@ func TestChangesComeBack(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(f.code, "empty")); err != nil || !fi.IsDir() {
 		t.Errorf("empty directory not brought back: %v", err)
 	}
-	if o.Applied == 0 {
+	if o.Sync.Applied == 0 {
 		t.Error("outcome counts no applied changes")
 	}
 }
@@ -136,11 +136,11 @@ func TestPlantedSymlinkNeverWrittenThrough(t *testing.T) {
 	// The refusal is reported on the command that made it.
 	refused := map[string]bool{}
 	_, o2 := sh(t, s, "ln -s /etc/passwd pw")
-	for _, r := range o2.Refused {
+	for _, r := range o2.Sync.Refused {
 		refused[filepath.Base(r.Path)] = true
 	}
 	if !refused["pw"] {
-		t.Errorf("refusal of an escaping symlink not reported: %+v", o2.Refused)
+		t.Errorf("refusal of an escaping symlink not reported: %+v", o2.Sync.Refused)
 	}
 }
 
@@ -166,8 +166,8 @@ func TestGitInternalsAllowlist(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(f.code, ".git", "HEAD")); string(b) != "ref: refs/heads/dev\n" {
 		t.Errorf("HEAD did not come back: %q", b)
 	}
-	if len(o.Refused) < 3 {
-		t.Errorf("refusals not reported: %+v", o.Refused)
+	if len(o.Sync.Refused) < 3 {
+		t.Errorf("refusals not reported: %+v", o.Sync.Refused)
 	}
 }
 
@@ -362,4 +362,36 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+func TestHostChangesReachAKeptSandbox(t *testing.T) {
+	f := newFixture(t)
+	s := f.open(t, "push", true)
+	sh(t, s, "true")
+	write(t, filepath.Join(f.code, "mod.txt"), "edited on the host\n", 0o644)
+	os.Remove(filepath.Join(f.code, "del.txt"))
+	out, o := sh(t, s, "cat mod.txt; ls")
+	if !strings.Contains(out, "edited on the host") || strings.Contains(out, "del.txt") {
+		t.Fatalf("host changes not in the sandbox:\n%s", out)
+	}
+	if o.Sync.Pushed != 2 {
+		t.Fatalf("pushed %d changes, want 2", o.Sync.Pushed)
+	}
+}
+
+func TestProtectedFilesQuarantined(t *testing.T) {
+	f := newFixture(t)
+	s := f.open(t, "quar", false)
+	_, o := sh(t, s, "mkdir -p .claude && echo '{\"hooks\":{}}' > .claude/settings.json && echo '{}' > .mcp.json")
+	for _, p := range []string{".claude/settings.json", ".mcp.json"} {
+		if _, err := os.Stat(filepath.Join(f.code, p)); err == nil {
+			t.Errorf("%s reached the host", p)
+		}
+		if _, err := os.Stat(filepath.Join(f.code, ".sbx/quarantine", p)); err != nil {
+			t.Errorf("%s not quarantined: %v", p, err)
+		}
+	}
+	if len(o.Sync.Quarantined) != 2 {
+		t.Fatalf("quarantine not reported: %+v", o.Sync)
+	}
 }

@@ -1,22 +1,39 @@
 // Package sync moves code between the host working tree and a sandbox's copy
-// of it.
+// of it, incrementally and in one round trip per command.
+//
+// Both sides keep a manifest of the last synced state (path, type, size,
+// mtime, mode, symlink target, and a content hash where size and mtime cannot
+// decide). Before a command the host sends what changed on its side since
+// then (a patch: a tar stream); the in-sandbox helper applies it, runs the
+// command, and answers with what changed on its side. See helper.go for the
+// sandbox side and host.go for the host side.
 //
 // Promises: it never writes outside a code directory (every host write goes
 // through an os.Root opened on the code directory: no "..", no absolute
-// names, no write through a symlink); it brings back into .git only what git
-// needs to record work (objects, refs, logs, index, ...), never what makes the
-// host run something (config, hooks); and it never brings back a symlink that
-// points outside the code directory.
+// names, no write through a symlink); a patch from the sandbox that breaks a
+// rule is refused as a whole before anything of it is applied; it brings back
+// into .git only what git needs to record work, never what makes the host run
+// something; it never brings back a symlink that points outside the code
+// directory; files host tools trust (agent and editor settings) are kept
+// aside for the user to accept; a path changed on both sides keeps the host's
+// version and the sandbox's is written beside it; host writes are atomic.
 package sync
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
+	gosync "sync"
+	"time"
 )
 
 // Entry is what a manifest records of one path.
@@ -24,13 +41,22 @@ type Entry struct {
 	Mode  fs.FileMode `json:"m"` // type bits and permissions
 	Size  int64       `json:"s,omitempty"`
 	MTime int64       `json:"t,omitempty"` // nanoseconds since the epoch
+	CTime int64       `json:"c,omitempty"` // change time, nanoseconds
+	Ino   uint64      `json:"i,omitempty"`
 	Link  string      `json:"l,omitempty"` // symlink target
+	// Hash is the content's hash, recorded when size and mtime alone could
+	// miss a later change (the file was modified within racyWindow of the
+	// scan, or changed identity).
+	Hash string `json:"h,omitempty"`
 }
 
 // Manifest maps slash-separated paths relative to a tree's root to entries.
 type Manifest map[string]Entry
 
-// Same reports whether two entries describe the same content.
+func (e Entry) isLink() bool { return e.Mode&fs.ModeSymlink != 0 }
+
+// Same reports whether two entries describe the same content. It is
+// conservative: when in doubt, they differ (and the file travels).
 func (e Entry) Same(o Entry) bool {
 	if e.Mode != o.Mode {
 		return false
@@ -38,55 +64,221 @@ func (e Entry) Same(o Entry) bool {
 	switch {
 	case e.Mode.IsDir():
 		return true
-	case e.Mode&fs.ModeSymlink != 0:
+	case e.isLink():
 		return e.Link == o.Link
 	}
-	return e.Size == o.Size && e.MTime == o.MTime
+	if e.Size != o.Size || e.MTime != o.MTime {
+		return false
+	}
+	if e.Hash != "" || o.Hash != "" {
+		return e.Hash == o.Hash
+	}
+	if (e.Ino != 0 && o.Ino != 0 && e.Ino != o.Ino) || (e.CTime != 0 && o.CTime != 0 && e.CTime != o.CTime) {
+		return false
+	}
+	return true
 }
 
-// Scan walks root and records every directory, regular file and symlink
-// below it. Other file types (sockets, devices, fifos) are left out.
-func Scan(root string) (Manifest, error) {
-	m := Manifest{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+// racyWindow: a file whose mtime is this close to the scan may still change
+// without its size or mtime showing it (timestamps are coarse), so its content
+// is hashed.
+const racyWindow = 2 * time.Second
+
+// Scanner walks a tree in parallel and builds its manifest.
+type Scanner struct {
+	Exclude *Matcher
+	// Workers is how many directories are read at once; zero means a default.
+	Workers int
+}
+
+// Scan walks root. prev, the manifest of the last sync, tells which files
+// need hashing: those whose size and mtime match prev but whose identity
+// changed or that were racy then, and those racy now.
+func (s *Scanner) Scan(root string, prev Manifest) (Manifest, error) {
+	start := time.Now()
+	workers := s.Workers
+	if workers <= 0 {
+		workers = max(4, 2*runtime.NumCPU())
+	}
+	w := &walker{root: root, ex: s.Exclude, out: Manifest{}, sem: make(chan struct{}, workers)}
+	w.wg.Add(1)
+	w.dir("")
+	w.wg.Wait()
+	if w.err != nil {
+		return nil, w.err
+	}
+	racy := start.Add(-racyWindow).UnixNano()
+	var toHash []string
+	for p, e := range w.out {
+		if !e.Mode.IsRegular() {
+			continue
+		}
+		old, had := prev[p]
+		need := e.MTime >= racy
+		if had && old.Mode == e.Mode && old.Size == e.Size && old.MTime == e.MTime &&
+			(old.Hash != "" || (old.Ino != 0 && old.Ino != e.Ino) || (old.CTime != 0 && old.CTime != e.CTime)) {
+			need = true
+		}
+		if need {
+			toHash = append(toHash, p)
+		}
+	}
+	if err := hashAll(root, w.out, toHash, workers); err != nil {
+		return nil, err
+	}
+	return w.out, nil
+}
+
+type walker struct {
+	root string
+	ex   *Matcher
+	sem  chan struct{}
+	wg   gosync.WaitGroup
+
+	mu  gosync.Mutex
+	out Manifest
+	err error
+}
+
+// dir reads one directory (rel is "" for the root) and walks its children,
+// each subdirectory in a goroutine of its own, at most len(sem) at a time
+// reading.
+func (w *walker) dir(rel string) {
+	defer w.wg.Done()
+	w.sem <- struct{}{}
+	full := w.root
+	if rel != "" {
+		full = filepath.Join(w.root, filepath.FromSlash(rel))
+	}
+	f, err := os.Open(full)
+	var names []string
+	if err == nil {
+		names, err = f.Readdirnames(-1)
+		f.Close()
+	}
+	if err != nil {
+		<-w.sem
+		if rel != "" && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission)) {
+			return // removed while we walked, or unreadable: skip
+		}
+		w.fail(fmt.Errorf("read directory %s: %w", full, err))
+		return
+	}
+	local := make(Manifest, len(names))
+	var subdirs []string
+	for _, name := range names {
+		p := name
+		if rel != "" {
+			p = rel + "/" + name
+		}
+		fi, err := os.Lstat(filepath.Join(full, name))
 		if err != nil {
-			if p == root {
-				return err
-			}
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
+			continue // gone since the listing
 		}
-		if p == root {
-			return nil
+		e, ok := entryOf(fi)
+		if !ok {
+			continue
 		}
-		rel := filepath.ToSlash(p[len(root)+1:])
-		info, err := d.Info()
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
+		if w.ex.Excluded(p, fi.IsDir()) {
+			continue
+		}
+		if e.isLink() {
+			if e.Link, err = os.Readlink(filepath.Join(full, name)); err != nil {
+				continue
 			}
-			return err
 		}
-		e := Entry{Mode: info.Mode() & (fs.ModeType | fs.ModePerm)}
-		switch {
-		case info.IsDir():
-		case info.Mode()&fs.ModeSymlink != 0:
-			e.Link, err = os.Readlink(p)
-			if err != nil {
-				return err
-			}
-		case info.Mode().IsRegular():
-			e.Size = info.Size()
-			e.MTime = info.ModTime().UnixNano()
-		default:
-			return nil
+		local[p] = e
+		if fi.IsDir() {
+			subdirs = append(subdirs, p)
 		}
-		m[rel] = e
+	}
+	<-w.sem
+	w.mu.Lock()
+	for p, e := range local {
+		w.out[p] = e
+	}
+	w.mu.Unlock()
+	for _, d := range subdirs {
+		w.wg.Add(1)
+		go w.dir(d)
+	}
+}
+
+func (w *walker) fail(err error) {
+	w.mu.Lock()
+	if w.err == nil {
+		w.err = err
+	}
+	w.mu.Unlock()
+}
+
+// entryOf records what a manifest keeps of fi; ok is false for file types
+// that are never synced (sockets, devices, fifos).
+func entryOf(fi fs.FileInfo) (Entry, bool) {
+	e := Entry{Mode: fi.Mode() & (fs.ModeType | fs.ModePerm)}
+	switch {
+	case fi.IsDir(), fi.Mode()&fs.ModeSymlink != 0:
+	case fi.Mode().IsRegular():
+		e.Size = fi.Size()
+		e.MTime = fi.ModTime().UnixNano()
+		e.CTime, e.Ino = statIDs(fi)
+	default:
+		return e, false
+	}
+	return e, true
+}
+
+func hashAll(root string, m Manifest, paths []string, workers int) error {
+	if len(paths) == 0 {
 		return nil
-	})
-	return m, err
+	}
+	var (
+		wg   gosync.WaitGroup
+		mu   gosync.Mutex
+		next = make(chan string)
+	)
+	for range min(workers, len(paths)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for p := range next {
+				h, err := hashFile(filepath.Join(root, filepath.FromSlash(p)))
+				mu.Lock()
+				if err != nil {
+					delete(m, p) // gone or unreadable now: the next scan sees it
+				} else {
+					e := m[p]
+					e.Hash = h
+					m[p] = e
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, p := range paths {
+		next <- p
+	}
+	close(next)
+	wg.Wait()
+	return nil
+}
+
+func hashFile(p string) (string, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|noFollow, 0)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16]), nil
+}
+
+// Scan walks root with no excludes and no previous manifest.
+func Scan(root string) (Manifest, error) {
+	return (&Scanner{}).Scan(root, nil)
 }
 
 // Change is one difference between two manifests.
@@ -97,7 +289,9 @@ type Change struct {
 }
 
 // Diff lists what changed from old to cur: creations and modifications in
-// lexical order (parents before children), then deletions deepest first.
+// lexical order (parents before children), then deletions deepest first. A
+// deletion below a deleted directory is left out (removing the directory
+// removes it).
 func Diff(old, cur Manifest) []Change {
 	var puts, dels []Change
 	for p, e := range cur {
@@ -105,14 +299,26 @@ func Diff(old, cur Manifest) []Change {
 			puts = append(puts, Change{Path: p, Entry: e})
 		}
 	}
-	for p := range old {
+	for p, e := range old {
 		if _, ok := cur[p]; !ok {
-			dels = append(dels, Change{Path: p, Deleted: true})
+			dels = append(dels, Change{Path: p, Deleted: true, Entry: e})
 		}
 	}
 	sort.Slice(puts, func(i, j int) bool { return puts[i].Path < puts[j].Path })
 	sort.Slice(dels, func(i, j int) bool { return dels[i].Path > dels[j].Path })
-	return append(puts, dels...)
+	gone := map[string]bool{}
+	var kept []Change
+	for i := len(dels) - 1; i >= 0; i-- { // shallowest first
+		d := dels[i]
+		if gone[path.Dir(d.Path)] {
+			gone[d.Path] = true
+			continue
+		}
+		gone[d.Path] = true
+		kept = append(kept, d)
+	}
+	sort.Slice(kept, func(i, j int) bool { return kept[i].Path > kept[j].Path })
+	return append(puts, kept...)
 }
 
 // CheckPath refuses a path that could name something outside its tree: it

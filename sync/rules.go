@@ -42,7 +42,7 @@ func CheckPullBack(p string, e Entry, deleted bool) *Refusal {
 		}
 	}
 	if els[0] != ".git" {
-		if !deleted && e.Mode&modeSymlink != 0 {
+		if !deleted && e.isLink() {
 			if !linkStaysInside(p, e.Link) {
 				return &Refusal{p, fmt.Sprintf("symlink to %q points outside the code directory", e.Link)}
 			}
@@ -55,7 +55,7 @@ func CheckPullBack(p string, e Entry, deleted bool) *Refusal {
 		}
 		return nil
 	}
-	if !deleted && e.Mode&modeSymlink != 0 {
+	if !deleted && e.isLink() {
 		return &Refusal{p, "symlinks inside .git are never brought back"}
 	}
 	rest := strings.Join(els[1:], "/")

@@ -21,6 +21,7 @@ import (
 	"github.com/sbx-sh/sbx/local"
 	"github.com/sbx-sh/sbx/sandbox"
 	"github.com/sbx-sh/sbx/session"
+	sbxsync "github.com/sbx-sh/sbx/sync"
 )
 
 // Exit codes of sbx itself; a command's own exit code passes through.
@@ -256,9 +257,7 @@ func (c *cli) exec(ctx context.Context, args []string, shell bool) int {
 		r.Command = strings.Join(command, " ")
 	}
 	out, err := s.Exec(ctx, r)
-	for _, ref := range out.Refused {
-		fmt.Fprintf(c.stderr, "sbx: not brought back: %s\n", ref.Error())
-	}
+	reportSync(c.stderr, out.Sync)
 	for _, n := range s.Notices() {
 		fmt.Fprintf(c.stderr, "sbx: note: %s\n", n)
 	}
@@ -273,6 +272,19 @@ func (c *cli) exec(ctx context.Context, args []string, shell bool) int {
 		fmt.Fprintf(c.stderr, "sbx: command timed out after %s and was killed with everything it started\n", e.cfg.Timeout)
 	}
 	return out.ExitCode
+}
+
+// reportSync tells the user what the sync did not simply apply.
+func reportSync(w io.Writer, rep sbxsync.Report) {
+	for _, ref := range rep.Refused {
+		fmt.Fprintf(w, "sbx: not brought back: %s\n", ref.Error())
+	}
+	for _, c := range rep.Conflicts {
+		fmt.Fprintf(w, "sbx: conflict: %s changed on both sides; the host's version stays, the sandbox's is in %s%s\n", c, c, sbxsync.ConflictSuffix)
+	}
+	for _, q := range rep.Quarantined {
+		fmt.Fprintf(w, "sbx: quarantined: %s: the sandbox changed a file host tools trust; review it under %s and apply it with sbx accept\n", q, sbxsync.QuarantineDir)
+	}
 }
 
 // safeOutput hands a plain file or pipe to the sandbox as it is (no copy),

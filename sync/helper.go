@@ -1,0 +1,245 @@
+package sync
+
+import (
+	"crypto/sha256"
+	"encoding/gob"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// The sandbox side of the protocol. One round trip per command: the host
+// sends a HelperRequest and, on the push stream, one patch per code dir with
+// its changes since the last sync; the helper applies them (Apply), the
+// command runs, and the helper sends, on the pull stream, one patch per code
+// dir with what changed in the sandbox (Collect). The helper runs inside the
+// sandbox: the host trusts nothing it sends back.
+
+// ProtocolVersion is checked on both sides.
+const ProtocolVersion = 1
+
+// HelperRequest is what the host tells the helper for one round trip.
+type HelperRequest struct {
+	Version int         `json:"version"`
+	Dirs    []HelperDir `json:"dirs"`
+	// Seq numbers this round trip; Ack is the last one whose pull the host
+	// applied. A pull the host did not acknowledge is sent again.
+	Seq uint64 `json:"seq"`
+	Ack uint64 `json:"ack"`
+	// StateDir is where the helper keeps its manifests, inside the sandbox.
+	StateDir string `json:"state_dir"`
+}
+
+// HelperDir is one code dir, at its path inside the sandbox.
+type HelperDir struct {
+	Path    string   `json:"path"`
+	Exclude []string `json:"exclude,omitempty"`
+	// Reset discards what the helper knows of this dir (a new sandbox, or
+	// the host lost its manifest): the push then holds the whole tree.
+	Reset bool `json:"reset,omitempty"`
+}
+
+// HelperReply is what the helper answers after the command.
+type HelperReply struct {
+	Seq uint64 `json:"seq"`
+	// Sent counts the changes on the pull stream.
+	Sent int `json:"sent"`
+	// Kept lists sandbox changes that the rules keep in the sandbox.
+	Kept []Refusal `json:"kept,omitempty"`
+	// Conflicts lists sandbox files that a pushed host change replaced; the
+	// sandbox's version was saved beside each as NAME.sbx-conflict.
+	Conflicts []string `json:"conflicts,omitempty"`
+	Error     string   `json:"error,omitempty"`
+}
+
+// ConflictSuffix names the copy kept of the losing side of a conflict.
+const ConflictSuffix = ".sbx-conflict"
+
+type helperState struct {
+	Manifest Manifest
+	// Pending is the manifest after the last pull, and PendingSeq its round
+	// trip; it becomes Manifest when the host acknowledges that pull.
+	Pending    Manifest
+	PendingSeq uint64
+}
+
+// Helper runs one round trip inside the sandbox.
+type Helper struct {
+	req    HelperRequest
+	dirs   []*helperDir
+	reply  HelperReply
+}
+
+type helperDir struct {
+	d     HelperDir
+	ex    *Matcher
+	state helperState
+	file  string
+}
+
+// NewHelper loads the helper's state for req. The host serializes the round
+// trips of one sandbox.
+func NewHelper(req HelperRequest) (*Helper, error) {
+	if req.Version != ProtocolVersion {
+		return nil, fmt.Errorf("sync protocol %d, the helper speaks %d", req.Version, ProtocolVersion)
+	}
+	if req.StateDir == "" {
+		req.StateDir = "/run/sbx"
+	}
+	if err := os.MkdirAll(req.StateDir, 0o700); err != nil {
+		return nil, err
+	}
+	h := &Helper{req: req, reply: HelperReply{Seq: req.Seq}}
+	for _, d := range req.Dirs {
+		if !filepath.IsAbs(d.Path) {
+			return nil, fmt.Errorf("code dir %q is not absolute", d.Path)
+		}
+		ex, err := NewMatcher(append(append([]string{}, DefaultExcludes...), d.Exclude...))
+		if err != nil {
+			return nil, err
+		}
+		sum := sha256.Sum256([]byte(d.Path))
+		hd := &helperDir{d: d, ex: ex, file: filepath.Join(req.StateDir, hex.EncodeToString(sum[:8])+".state")}
+		if !d.Reset {
+			hd.load()
+		}
+		if hd.state.Manifest == nil {
+			hd.state.Manifest = Manifest{}
+		}
+		// Acknowledged: the host has what the last pull sent. Not
+		// acknowledged: forget it, so it is sent again.
+		if hd.state.Pending != nil && hd.state.PendingSeq == req.Ack && req.Ack != 0 {
+			hd.state.Manifest = hd.state.Pending
+		}
+		hd.state.Pending, hd.state.PendingSeq = nil, 0
+		h.dirs = append(h.dirs, hd)
+	}
+	return h, nil
+}
+
+func (hd *helperDir) load() {
+	f, err := os.Open(hd.file)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	var st helperState
+	if gob.NewDecoder(f).Decode(&st) == nil {
+		hd.state = st
+	}
+}
+
+func (hd *helperDir) save() error {
+	tmp := hd.file + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	err = gob.NewEncoder(f).Encode(hd.state)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return os.Rename(tmp, hd.file)
+}
+
+// Apply reads one patch per code dir from push and applies it. A sandbox file
+// that changed since the last sync (a background job wrote it) and that the
+// host's patch replaces is first saved beside as NAME.sbx-conflict.
+func (h *Helper) Apply(push io.Reader) error {
+	for _, hd := range h.dirs {
+		if err := os.MkdirAll(hd.d.Path, 0o755); err != nil {
+			return err
+		}
+		r, err := os.OpenRoot(hd.d.Path)
+		if err != nil {
+			return err
+		}
+		m := hd.state.Manifest
+		racy := time.Now().Add(-racyWindow).UnixNano()
+		err = ReadPatch(push, DefaultLimits, func(it *Item) error {
+			if cur, ok, err := lstatEntry(r, it.Path, false); err == nil && ok && !cur.Mode.IsDir() {
+				base, had := m[it.Path]
+				if !had || !sameIgnoringHash(base, cur) {
+					aside := it.Path + ConflictSuffix
+					if err := r.Rename(it.Path, aside); err == nil {
+						h.reply.Conflicts = append(h.reply.Conflicts, filepath.Join(hd.d.Path, aside))
+					}
+				}
+			}
+			e, err := writeItem(r, it, "")
+			if err != nil {
+				return fmt.Errorf("apply %s: %w", it.Path, err)
+			}
+			if it.Deleted {
+				for p := range m {
+					if p == it.Path || strings.HasPrefix(p, it.Path+"/") {
+						delete(m, p)
+					}
+				}
+				return nil
+			}
+			if e.Mode.IsRegular() && e.MTime < racy {
+				e.Hash = ""
+			}
+			m[it.Path] = e
+			return nil
+		})
+		r.Close()
+		if err != nil {
+			return err
+		}
+		if err := hd.save(); err != nil {
+			return err
+		}
+	}
+	return ExpectEnd(push)
+}
+
+// sameIgnoringHash compares what a cheap stat can tell.
+func sameIgnoringHash(a, b Entry) bool {
+	a.Hash, b.Hash = "", ""
+	return a.Same(b)
+}
+
+// Collect scans each code dir and writes what changed since the last sync to
+// pull, one patch per dir, leaving out (and reporting) what the rules keep in
+// the sandbox.
+func (h *Helper) Collect(pull io.Writer) HelperReply {
+	for _, hd := range h.dirs {
+		cur, err := (&Scanner{Exclude: hd.ex}).Scan(hd.d.Path, hd.state.Manifest)
+		if err != nil {
+			h.reply.Error = err.Error()
+			return h.reply
+		}
+		var send []Change
+		for _, c := range Diff(hd.state.Manifest, cur) {
+			if r := CheckPullBack(c.Path, c.Entry, c.Deleted); r != nil {
+				r.Path = filepath.Join(hd.d.Path, r.Path)
+				h.reply.Kept = append(h.reply.Kept, *r)
+				continue
+			}
+			send = append(send, c)
+		}
+		if err := WritePatch(pull, hd.d.Path, send); err != nil {
+			h.reply.Error = err.Error()
+			return h.reply
+		}
+		h.reply.Sent += len(send)
+		hd.state.Pending, hd.state.PendingSeq = cur, h.req.Seq
+		if err := hd.save(); err != nil {
+			h.reply.Error = err.Error()
+			return h.reply
+		}
+	}
+	return h.reply
+}
+
+// Reply is the reply so far (for a round trip that failed before Collect).
+func (h *Helper) Reply() HelperReply { return h.reply }

@@ -1,0 +1,152 @@
+package sync
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"syscall"
+	"time"
+)
+
+// writeItem applies one patch item under r, atomically for files (a
+// temporary name in the same directory, then rename), and returns the entry
+// of what is there now (for files with their content hash). It never follows
+// a symlink: os.Root refuses any that would leave the tree, and the final
+// element is replaced, not written through.
+func writeItem(r *os.Root, it *Item, dst string) (Entry, error) {
+	if dst == "" {
+		dst = it.Path
+	}
+	cur, err := r.Lstat(dst)
+	exists := err == nil
+	if err != nil && !notExist(err) {
+		return Entry{}, err
+	}
+	if it.Deleted {
+		if exists {
+			return Entry{}, r.RemoveAll(dst)
+		}
+		return Entry{}, nil
+	}
+	e := it.Entry
+	switch {
+	case e.Mode.IsDir():
+		if exists && !cur.IsDir() {
+			if err := r.Remove(dst); err != nil {
+				return Entry{}, err
+			}
+			exists = false
+		}
+		if !exists {
+			if err := r.Mkdir(dst, e.Mode.Perm()|0o700); err != nil {
+				return Entry{}, err
+			}
+		}
+		if err := r.Chmod(dst, e.Mode.Perm()); err != nil {
+			return Entry{}, err
+		}
+		return Entry{Mode: fs.ModeDir | e.Mode.Perm()}, nil
+	case e.isLink():
+		tmp := tempName(dst)
+		if err := r.Symlink(e.Link, tmp); err != nil {
+			return Entry{}, err
+		}
+		if exists && cur.IsDir() {
+			if err := r.RemoveAll(dst); err != nil {
+				r.Remove(tmp)
+				return Entry{}, err
+			}
+		}
+		if err := r.Rename(tmp, dst); err != nil {
+			r.Remove(tmp)
+			return Entry{}, err
+		}
+		return Entry{Mode: fs.ModeSymlink | 0o777, Link: e.Link}, nil
+	}
+	tmp := tempName(dst)
+	out, err := r.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|noFollow, 0o600)
+	if err != nil {
+		return Entry{}, err
+	}
+	h := sha256.New()
+	_, err = io.Copy(io.MultiWriter(out, h), it.Body)
+	if err == nil {
+		err = out.Chmod(e.Mode.Perm())
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		mt := time.Unix(0, e.MTime)
+		err = r.Chtimes(tmp, mt, mt)
+	}
+	if err == nil && exists && cur.IsDir() {
+		err = r.RemoveAll(dst)
+	}
+	if err == nil {
+		err = r.Rename(tmp, dst)
+	}
+	if err != nil {
+		r.Remove(tmp)
+		return Entry{}, err
+	}
+	fi, err := r.Lstat(dst)
+	if err != nil {
+		return Entry{}, err
+	}
+	ne, _ := entryOf(fi)
+	ne.Hash = hex.EncodeToString(h.Sum(nil)[:16])
+	return ne, nil
+}
+
+func tempName(p string) string {
+	var b [6]byte
+	rand.Read(b[:])
+	return path.Join(path.Dir(p), ".sbx-tmp-"+hex.EncodeToString(b[:]))
+}
+
+// lstatEntry returns the entry of what is at p under r now, with a content
+// hash for a regular file when withHash is set.
+func lstatEntry(r *os.Root, p string, withHash bool) (Entry, bool, error) {
+	fi, err := r.Lstat(p)
+	if notExist(err) {
+		return Entry{}, false, nil
+	}
+	if err != nil {
+		return Entry{}, false, err
+	}
+	e, ok := entryOf(fi)
+	if !ok {
+		return Entry{}, false, nil
+	}
+	switch {
+	case e.isLink():
+		e.Link, err = r.Readlink(p)
+	case e.Mode.IsRegular() && withHash:
+		e.Hash, err = hashIn(r, p)
+	}
+	return e, true, err
+}
+
+func hashIn(r *os.Root, p string) (string, error) {
+	f, err := r.OpenFile(p, os.O_RDONLY|noFollow, 0)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16]), nil
+}
+
+// notExist: nothing is there, also when a parent is no longer a directory.
+func notExist(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
+}
