@@ -69,9 +69,9 @@ type helperState struct {
 
 // Helper runs one round trip inside the sandbox.
 type Helper struct {
-	req    HelperRequest
-	dirs   []*helperDir
-	reply  HelperReply
+	req   HelperRequest
+	dirs  []*helperDir
+	reply HelperReply
 }
 
 type helperDir struct {

@@ -70,7 +70,9 @@ func TestHostileStreamsAreRefusedWhole(t *testing.T) {
 		{"absolute path", func(t *testing.T) []byte { return mkTar(t, tfile("ok.txt", "x"), tfile("/etc/passwd", "x")) }, nil, "absolute"},
 		{"dot-dot", func(t *testing.T) []byte { return mkTar(t, tfile("ok.txt", "x"), tfile("../outside", "x")) }, nil, ".."},
 		{"dot-dot inside", func(t *testing.T) []byte { return mkTar(t, tfile("a/../../x", "x")) }, nil, ".."},
-		{"git config", func(t *testing.T) []byte { return mkTar(t, tfile("ok.txt", "x"), tfile(".git/config", "[core]\nsshCommand=x")) }, nil, ".git/config"},
+		{"git config", func(t *testing.T) []byte {
+			return mkTar(t, tfile("ok.txt", "x"), tfile(".git/config", "[core]\nsshCommand=x"))
+		}, nil, ".git/config"},
 		{"git hook", func(t *testing.T) []byte { return mkTar(t, tfile(".git/hooks/pre-commit", "#!/bin/sh")) }, nil, "hooks"},
 		{"git alternates", func(t *testing.T) []byte { return mkTar(t, tfile(".git/objects/info/alternates", "/x")) }, nil, "alternates"},
 		{"nested git", func(t *testing.T) []byte { return mkTar(t, tfile("sub/.git/config", "x")) }, nil, "nested .git"},
@@ -91,7 +93,9 @@ func TestHostileStreamsAreRefusedWhole(t *testing.T) {
 		{"duplicate", func(t *testing.T) []byte { return mkTar(t, tfile("a", "1"), tfile("a", "2")) }, nil, "twice"},
 		{"oversized", func(t *testing.T) []byte { return mkTar(t, long) }, nil, "limit"},
 		{"trailing data", func(t *testing.T) []byte { return append(mkTar(t, tfile("a", "1")), []byte("garbage")...) }, nil, "trailing"},
-		{"not a tar", func(t *testing.T) []byte { return []byte("hello, this is not a tar stream at all, but it is long enough to be read as a header block maybe") }, nil, "refused"},
+		{"not a tar", func(t *testing.T) []byte {
+			return []byte("hello, this is not a tar stream at all, but it is long enough to be read as a header block maybe")
+		}, nil, "refused"},
 		{"deletion with content", func(t *testing.T) []byte {
 			e := tfile("a", "xx")
 			e.h.PAXRecords = map[string]string{paxDeleted: "1"}

@@ -120,4 +120,3 @@ func FuzzCheckPullBack(f *testing.F) {
 		}
 	})
 }
-
