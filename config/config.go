@@ -39,18 +39,28 @@ type Config struct {
 	Pids int
 	// CodeDirs are the host directories synced with the sandbox.
 	CodeDirs []string
+	// HostCommands are the command prefixes that run on the host (see
+	// package router); setting them replaces the default list.
+	HostCommands []string
+	// Exclude adds sync exclude patterns (gitignore syntax).
+	Exclude []string
 }
 
 // Defaults returns the built-in configuration.
 func Defaults() Config {
 	return Config{
-		Backend: "local",
-		Network: "none",
-		IdleTTL: 30 * time.Minute,
-		Memory:  4 << 30,
-		Pids:    4096,
+		Backend:      "local",
+		Network:      "none",
+		IdleTTL:      30 * time.Minute,
+		Memory:       4 << 30,
+		Pids:         4096,
+		HostCommands: append([]string(nil), DefaultHostCommands...),
 	}
 }
+
+// DefaultHostCommands are the git network commands, which need the user's
+// credentials. (The router validates entries; config only carries them.)
+var DefaultHostCommands = []string{"git push", "git fetch", "git pull", "git clone", "git ls-remote", "git remote add", "git remote set-url"}
 
 // Error is a configuration error: where it was found and what is wrong.
 type Error struct {
@@ -85,6 +95,9 @@ type fileConfig struct {
 	Memory   *any `toml:"memory"`
 	Pids     *any `toml:"pids"`
 	CodeDirs *any `toml:"code_dirs"`
+	// host_commands in the project's file may only drop entries.
+	HostCommands *any `toml:"host_commands"`
+	Exclude      *any `toml:"exclude"`
 }
 
 // Sources names where Load looks.
@@ -212,6 +225,29 @@ func applyFile(cfg *Config, path string, trusted bool) error {
 			cfg.CodeDirs = append(cfg.CodeDirs, d)
 		}
 	}
+	if fc.HostCommands != nil {
+		list, ok := stringList(*fc.HostCommands)
+		if !ok {
+			return fail("host_commands", "want a list of command prefixes such as [\"git push\"]")
+		}
+		if !trusted {
+			for _, h := range list {
+				if !contains(cfg.HostCommands, h) {
+					return widen("host_commands")
+				}
+			}
+		}
+		cfg.HostCommands = list
+	}
+	if fc.Exclude != nil {
+		list, ok := stringList(*fc.Exclude)
+		if !ok {
+			return fail("exclude", "want a list of patterns")
+		}
+		// Excluding more keeps more in the sandbox: a narrowing, allowed to
+		// the project's file too.
+		cfg.Exclude = append(cfg.Exclude, list...)
+	}
 	for _, d := range []struct {
 		key string
 		v   *any
@@ -258,6 +294,31 @@ func narrower(v, cur int64) bool {
 		return v >= 0
 	}
 	return v > 0 && v <= cur
+}
+
+func stringList(v any) ([]string, bool) {
+	list, ok := v.([]any)
+	if !ok {
+		return nil, false
+	}
+	out := []string{}
+	for _, x := range list {
+		s, ok := x.(string)
+		if !ok || strings.TrimSpace(s) == "" {
+			return nil, false
+		}
+		out = append(out, s)
+	}
+	return out, true
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }
 
 func knownKeys() []string {
@@ -376,6 +437,8 @@ var envKeys = []struct{ name, key string }{
 	{"SBX_PIDS", "pids"},
 	{"AGENT_SANDBOX_CODE_DIRS", "code_dirs"},
 	{"SBX_CODE_DIRS", "code_dirs"},
+	{"AGENT_SANDBOX_HOST_COMMANDS", "host_commands"},
+	{"SBX_HOST_COMMANDS", "host_commands"},
 }
 
 func applyEnv(cfg *Config, env []string) error {
@@ -434,6 +497,17 @@ func (c *Config) Set(key, v string) error {
 		c.Pids = n
 	case "code_dirs":
 		c.CodeDirs = filepath.SplitList(v)
+	case "host_commands":
+		// Comma-separated; "none" means nothing runs on the host.
+		c.HostCommands = []string{}
+		if strings.TrimSpace(v) == "none" {
+			return nil
+		}
+		for _, h := range strings.Split(v, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				c.HostCommands = append(c.HostCommands, h)
+			}
+		}
 	default:
 		return fmt.Errorf("unknown key %q", key)
 	}

@@ -21,12 +21,12 @@ func writeFile(t *testing.T, content string) string {
 func TestPrecedence(t *testing.T) {
 	user := writeFile(t, "network = \"host\"\nidle_ttl = \"10m\"\nmemory = \"2GiB\"\npids = 100\ncode_dirs = [\"/a\"]\n")
 	project := writeFile(t, "idle_ttl = 60\nmemory = \"1GiB\"\n")
-	cfg, err := Load(Sources{UserFile: user, ProjectFile: project, Env: []string{"SBX_PIDS=50", "AGENT_SANDBOX_CODE_DIRS=/x:/y"}})
+	cfg, err := Load(Sources{UserFile: user, ProjectFile: project, Env: []string{"SBX_PIDS=50", "AGENT_SANDBOX_CODE_DIRS=/x:/y", "AGENT_SANDBOX_HOST_COMMANDS=git push, gh pr create"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Config{Backend: "local", Network: "host", IdleTTL: time.Minute, Memory: 1 << 30, Pids: 50, CodeDirs: []string{"/x", "/y"}}
-	if cfg.Backend != want.Backend || cfg.Network != want.Network || cfg.IdleTTL != want.IdleTTL || cfg.Memory != want.Memory || cfg.Pids != want.Pids || strings.Join(cfg.CodeDirs, ",") != "/x,/y" {
+	if cfg.Backend != want.Backend || cfg.Network != want.Network || cfg.IdleTTL != want.IdleTTL || cfg.Memory != want.Memory || cfg.Pids != want.Pids || strings.Join(cfg.CodeDirs, ",") != "/x,/y" || strings.Join(cfg.HostCommands, ",") != "git push,gh pr create" {
 		t.Fatalf("got %+v, want %+v", cfg, want)
 	}
 }
@@ -68,6 +68,8 @@ func TestErrors(t *testing.T) {
 		{name: "project lifts memory limit", project: "memory = 0\n", wantLine: 1, wantKey: "memory", wantMsg: "may only narrow"},
 		{name: "project raises idle ttl", project: "idle_ttl = \"2h\"\n", wantLine: 1, wantKey: "idle_ttl", wantMsg: "may only narrow"},
 		{name: "project raises pids", project: "pids = 100000\n", wantLine: 1, wantKey: "pids", wantMsg: "may only narrow"},
+		{name: "project adds a host command", project: "host_commands = [\"git push\", \"make\"]\n", wantLine: 1, wantKey: "host_commands", wantMsg: "may only narrow"},
+		{name: "bad host commands", user: "host_commands = \"git push\"\n", wantLine: 1, wantKey: "host_commands", wantMsg: "want a list"},
 		{name: "bad env", env: []string{"SBX_NETWORK=lan"}, wantKey: "SBX_NETWORK", wantMsg: "network must be"},
 		{name: "bad env duration", env: []string{"AGENT_SANDBOX_IDLE_TTL=x"}, wantKey: "AGENT_SANDBOX_IDLE_TTL", wantMsg: "not a duration"},
 	} {
@@ -101,12 +103,12 @@ func TestErrors(t *testing.T) {
 }
 
 func TestProjectMayNarrow(t *testing.T) {
-	project := writeFile(t, "network = \"none\"\nidle_ttl = \"5m\"\nmemory = \"512MiB\"\npids = 64\ntimeout = \"10m\"\n")
+	project := writeFile(t, "network = \"none\"\nidle_ttl = \"5m\"\nmemory = \"512MiB\"\npids = 64\ntimeout = \"10m\"\nhost_commands = [\"git push\"]\n")
 	cfg, err := Load(Sources{UserFile: filepath.Join(t.TempDir(), "none.toml"), ProjectFile: project, Env: []string{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.IdleTTL != 5*time.Minute || cfg.Memory != 512<<20 || cfg.Pids != 64 || cfg.Timeout != 10*time.Minute {
+	if cfg.IdleTTL != 5*time.Minute || cfg.Memory != 512<<20 || cfg.Pids != 64 || cfg.Timeout != 10*time.Minute || len(cfg.HostCommands) != 1 {
 		t.Fatalf("narrowing not applied: %+v", cfg)
 	}
 }
@@ -151,6 +153,11 @@ func FuzzLoad(f *testing.F) {
 		}
 		// An untrusted project file never widens the defaults.
 		d := Defaults()
+		for _, h := range cfg.HostCommands {
+			if !contains(d.HostCommands, h) {
+				t.Fatalf("project file added host command %q", h)
+			}
+		}
 		if cfg.Backend != d.Backend || cfg.Network != "none" || cfg.CodeDirs != nil ||
 			!narrower(cfg.Memory, d.Memory) || !narrower(int64(cfg.Pids), int64(d.Pids)) || !narrower(int64(cfg.IdleTTL), int64(d.IdleTTL)) {
 			t.Fatalf("project file widened the config: %+v", cfg)

@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sbx-sh/sbx/router"
 	"github.com/sbx-sh/sbx/sandbox"
 	sbxsync "github.com/sbx-sh/sbx/sync"
 )
@@ -55,6 +56,9 @@ type Params struct {
 	// Exclude adds sync exclude patterns (gitignore syntax) to the defaults
 	// and each code dir's .sbxignore.
 	Exclude []string
+	// HostCommands are the command prefixes the router may run on the host
+	// (router.ParsePrefixes); nil means every command runs in the sandbox.
+	HostCommands [][]string
 }
 
 // ErrCodeDirs means a kept session exists for other code directories.
@@ -223,6 +227,12 @@ func (s *Session) claim(ctx context.Context) error {
 		return fmt.Errorf("claim %s sandbox: %w", s.m.prov.Name(), err)
 	}
 	s.m.log.Debug("claimed sandbox", "session", s.name, "backend", s.m.prov.Name(), "took", time.Since(start))
+	if len(s.params.HostCommands) > 0 {
+		if err := s.installStubs(ctx, sb); err != nil {
+			sb.Release(context.Background())
+			return err
+		}
+	}
 	s.sb = sb
 	s.info.Claimed = true
 	return writeInfo(s.dir, s.info)
@@ -257,6 +267,9 @@ type Outcome struct {
 	// Sync says what went in and came back: counts, refusals, conflicts and
 	// quarantined files.
 	Sync sbxsync.Report
+	// Route is the router's decision for a shell command (Where is empty
+	// for Argv and TTY commands, which always run in the sandbox).
+	Route router.Decision
 }
 
 // ErrSync means the command ran but its changes could not be brought back
@@ -271,7 +284,7 @@ func BaseEnv(tty bool) []string {
 		term = "xterm-256color"
 	}
 	return []string{
-		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/go/bin",
+		"PATH=" + StubDir + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/go/bin",
 		"HOME=/home/sbx", "LANG=C.UTF-8", "TERM=" + term, "CI=1", "GIT_TERMINAL_PROMPT=0",
 	}
 }
@@ -301,10 +314,32 @@ func (s *Session) Exec(ctx context.Context, r Run) (Outcome, error) {
 	if err != nil {
 		return Outcome{}, err
 	}
-	res, rep, err := s.roundTrip(ctx, sb, cmd)
+	var (
+		res      sandbox.Result
+		rep      sbxsync.Report
+		decision router.Decision
+	)
+	if r.Argv == nil && r.TTY == nil {
+		decision = s.route(r.Command, cmd.Dir)
+	}
+	if decision.Where == router.Host {
+		res, rep, err = s.runOnHost(ctx, sb, decision, r)
+	} else {
+		res, rep, err = s.roundTrip(ctx, sb, cmd)
+	}
+	if decision.Where != "" {
+		e := auditEntry{Time: time.Now().UTC(), Command: r.Command, Cwd: cmd.Dir, Where: string(decision.Where),
+			Reason: decision.Reason, ExitCode: res.ExitCode, DurationMS: res.Duration.Milliseconds()}
+		if err != nil {
+			e.Error = err.Error()
+		}
+		s.audit(e)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.finish(res, rep, err, cwd)
+	out, err := s.finish(res, rep, err, cwd)
+	out.Route = decision
+	return out, err
 }
 
 // roundTrip runs cmd as one round trip of the sync: the host's changes go

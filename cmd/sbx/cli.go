@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ import (
 	"github.com/sbx-sh/sbx/config"
 	"github.com/sbx-sh/sbx/local"
 	"github.com/sbx-sh/sbx/sandbox"
+	"github.com/sbx-sh/sbx/router"
 	"github.com/sbx-sh/sbx/session"
 	sbxsync "github.com/sbx-sh/sbx/sync"
 )
@@ -40,6 +42,8 @@ commands:
   release (--session NAME | --all)
                  release a kept session's sandbox
   ls             list kept sessions
+  route [--json] [--cwd DIR] [--code-dir DIR]... [--host-command PREFIX]... -- COMMAND
+                 say whether COMMAND would run on the host or in the sandbox, and why
   version        print sbx's version
 
 Exit status of exec: the command's own; 124 when it timed out; 125 when sbx
@@ -85,6 +89,8 @@ func run(ctx context.Context, args []string) int {
 		return c.release(ctx, args[1:])
 	case "ls", "list":
 		return c.list(ctx, args[1:])
+	case "route":
+		return c.route(args[1:])
 	case "version", "--version":
 		fmt.Fprintf(c.stdout, "sbx %s\n", versionString())
 		return 0
@@ -110,6 +116,14 @@ type multiFlag []string
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
+// list is nil when the flag was not given, so config applies.
+func (m multiFlag) list() []string {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
 func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("sbx "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -118,13 +132,14 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 
 // env holds what exec and shell work out before they run anything.
 type env struct {
-	cfg      config.Config
-	codeDirs []string
-	cwd      string
-	mgr      *session.Manager
+	cfg          config.Config
+	codeDirs     []string
+	cwd          string
+	hostCommands [][]string
+	mgr          *session.Manager
 }
 
-func (c *cli) setup(codeDirFlags []string, net bool, timeout string) (*env, error) {
+func (c *cli) setup(codeDirFlags []string, net bool, timeout string, hostCommands []string) (*env, error) {
 	cwd, err := os.Getwd()
 	if err != nil {
 		return nil, fmt.Errorf("find the current directory: %w", err)
@@ -154,6 +169,13 @@ func (c *cli) setup(codeDirFlags []string, net bool, timeout string) (*env, erro
 		if err := cfg.Set("timeout", timeout); err != nil {
 			return nil, &config.Error{Source: "flags", Key: "--timeout", Msg: err.Error()}
 		}
+	}
+	if hostCommands != nil {
+		cfg.HostCommands = hostCommands
+	}
+	prefixes, err := router.ParsePrefixes(cfg.HostCommands)
+	if err != nil {
+		return nil, err
 	}
 	dirs := []string(codeDirFlags)
 	if len(dirs) == 0 {
@@ -187,7 +209,7 @@ func (c *cli) setup(codeDirFlags []string, net bool, timeout string) (*env, erro
 		return nil, fmt.Errorf("backend %q is not available in this build", cfg.Backend)
 	}
 	prov := &local.Provider{Version: versionString()}
-	return &env{cfg: cfg, codeDirs: codeDirs, cwd: cwd, mgr: session.NewManager(root, prov, c.log)}, nil
+	return &env{cfg: cfg, codeDirs: codeDirs, cwd: cwd, hostCommands: prefixes, mgr: session.NewManager(root, prov, c.log)}, nil
 }
 
 func (c *cli) exec(ctx context.Context, args []string, shell bool) int {
@@ -200,8 +222,9 @@ func (c *cli) exec(ctx context.Context, args []string, shell bool) int {
 	keep := fs.Bool("keep", false, "keep the sandbox for later calls with the same --session")
 	timeout := fs.String("timeout", "", "kill the command after this `duration` (exit 124)")
 	net := fs.Bool("net", false, "share the host network (default: loopback only)")
-	var codeDirs multiFlag
+	var codeDirs, hostCommands multiFlag
 	fs.Var(&codeDirs, "code-dir", "a code `dir` to sync with the sandbox (repeatable; default: the git top level, else the current directory)")
+	fs.Var(&hostCommands, "host-command", "a command `prefix` that runs on the host (repeatable; replaces the default list)")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
@@ -218,7 +241,7 @@ func (c *cli) exec(ctx context.Context, args []string, shell bool) int {
 		fmt.Fprintf(c.stderr, "sbx: error: sbx shell needs a terminal on its standard input; use sbx exec -- COMMAND for scripts\n")
 		return exitUsage
 	}
-	e, err := c.setup(codeDirs, *net, *timeout)
+	e, err := c.setup(codeDirs, *net, *timeout, hostCommands.list())
 	if err != nil {
 		return c.fail(err)
 	}
@@ -227,7 +250,7 @@ func (c *cli) exec(ctx context.Context, args []string, shell bool) int {
 	s, err := e.mgr.Open(ctx, *sess, session.Params{
 		CodeDirs: e.codeDirs, Network: sandbox.Network(e.cfg.Network),
 		Limits:  sandbox.Limits{MemoryBytes: e.cfg.Memory, Pids: e.cfg.Pids},
-		IdleTTL: e.cfg.IdleTTL, Keep: *keep,
+		IdleTTL: e.cfg.IdleTTL, Keep: *keep, HostCommands: e.hostCommands, Exclude: e.cfg.Exclude,
 	})
 	if err != nil {
 		return c.fail(err)
@@ -404,4 +427,74 @@ func human(d time.Duration) string {
 		return fmt.Sprintf("%dh", int(d.Hours()))
 	}
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+// route explains where a command would run. It only decides, never runs.
+func (c *cli) route(args []string) int {
+	fs := newFlagSet("route", c.stderr)
+	asJSON := fs.Bool("json", false, "print {\"where\":...,\"reason\":...}")
+	cwdFlag := fs.String("cwd", "", "decide as if run from `dir` (default: the current directory)")
+	var codeDirs, hostCommands multiFlag
+	fs.Var(&codeDirs, "code-dir", "a code `dir` (repeatable; default: the git top level, else the current directory)")
+	fs.Var(&hostCommands, "host-command", "a host command `prefix` (repeatable; replaces the configured list)")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprintf(c.stderr, "sbx: error: route needs a command: sbx route [flags] -- COMMAND\n")
+		return exitUsage
+	}
+	command := strings.Join(fs.Args(), " ")
+	cwd := *cwdFlag
+	if cwd == "" {
+		var err error
+		if cwd, err = os.Getwd(); err != nil {
+			fmt.Fprintf(c.stderr, "sbx: error: %v\n", err)
+			return exitUsage
+		}
+	}
+	cwd, err := filepath.Abs(cwd)
+	if err != nil {
+		fmt.Fprintf(c.stderr, "sbx: error: %v\n", err)
+		return exitUsage
+	}
+	cfg, err := config.Load(config.Sources{})
+	if err != nil {
+		fmt.Fprintf(c.stderr, "sbx: error: %v\n", err)
+		return exitUsage
+	}
+	if hostCommands.list() != nil {
+		cfg.HostCommands = hostCommands
+	}
+	prefixes, err := router.ParsePrefixes(cfg.HostCommands)
+	if err != nil {
+		fmt.Fprintf(c.stderr, "sbx: error: %v\n", err)
+		return exitUsage
+	}
+	dirs := []string(codeDirs)
+	if len(dirs) == 0 {
+		dirs = cfg.CodeDirs
+	}
+	if len(dirs) == 0 {
+		if top := session.GitTop(cwd); top != "" {
+			dirs = []string{top}
+		} else {
+			dirs = []string{cwd}
+		}
+	}
+	for i, d := range dirs {
+		if dirs[i], err = filepath.Abs(d); err != nil {
+			fmt.Fprintf(c.stderr, "sbx: error: %v\n", err)
+			return exitUsage
+		}
+	}
+	d := router.Decide(command, cwd, dirs, prefixes)
+	if *asJSON {
+		raw, _ := json.Marshal(d)
+		fmt.Fprintf(c.stdout, "%s\n", raw)
+		return 0
+	}
+	reason := strings.TrimPrefix(d.Reason, string(d.Where)+": ")
+	fmt.Fprintf(c.stdout, "%s: %s\n", d.Where, reason)
+	return 0
 }

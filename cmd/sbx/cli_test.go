@@ -455,3 +455,27 @@ func TestVersionAndUsage(t *testing.T) {
 		t.Fatalf("exec without a command: %d", r.code)
 	}
 }
+
+func TestRoute(t *testing.T) {
+	w := newWorld(t)
+	for _, c := range []struct {
+		args []string
+		want string
+		code int
+	}{
+		{[]string{"route", "--", "git", "push", "origin", "main"}, "host: git push", 0},
+		{[]string{"route", "--", "make test"}, "sandbox: ", 0},
+		{[]string{"route", "--json", "--", "git push $(id)"}, `{"where":"sandbox","reason":"sandbox: command substitution`, 0},
+		{[]string{"route", "--json", "--", "git push"}, `{"where":"host"`, 0},
+		{[]string{"route", "--cwd", "/", "--", "git push"}, "sandbox: ", 0},
+		{[]string{"route", "--host-command", "git fetch", "--", "git push"}, "sandbox: ", 0},
+		{[]string{"route"}, "needs a command", 2},
+		{[]string{"route", "--bogus", "--", "x"}, "flag provided but not defined", 2},
+		{[]string{"route", "--host-command", "sh -c", "--", "x"}, "host command", 2},
+	} {
+		r := w.sbx(t, w.code, c.args...)
+		if r.code != c.code || !strings.Contains(r.stdout+r.stderr, c.want) {
+			t.Errorf("%v: exit %d, out %q %q; want %d and %q", c.args, r.code, r.stdout, r.stderr, c.code, c.want)
+		}
+	}
+}

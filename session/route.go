@@ -1,0 +1,118 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sbx-sh/sbx/hostrun"
+	"github.com/sbx-sh/sbx/router"
+	"github.com/sbx-sh/sbx/sandbox"
+	sbxsync "github.com/sbx-sh/sbx/sync"
+)
+
+// StubDir is where the host-command stubs live inside the sandbox, first on
+// PATH: `git push` there says how to run it instead of failing for want of
+// credentials.
+const StubDir = "/tmp/.sbx-bin"
+
+// auditEntry is one line of the session's audit log (audit.jsonl in its state
+// directory): every routing decision made while serving.
+type auditEntry struct {
+	Time       time.Time `json:"time"`
+	Session    string    `json:"session"`
+	Command    string    `json:"command"`
+	Cwd        string    `json:"cwd"`
+	Where      string    `json:"where"`
+	Reason     string    `json:"reason"`
+	ExitCode   int       `json:"exit_code"`
+	DurationMS int64     `json:"duration_ms"`
+	Error      string    `json:"error,omitempty"`
+}
+
+func (s *Session) audit(e auditEntry) {
+	e.Session = s.name
+	raw, err := json.Marshal(e)
+	if err != nil {
+		return
+	}
+	f, err := os.OpenFile(filepath.Join(s.dir, "audit.jsonl"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		s.m.log.Warn("audit log", "err", err)
+		return
+	}
+	f.Write(append(raw, '\n'))
+	f.Close()
+}
+
+// route decides where a shell command runs.
+func (s *Session) route(command, cwd string) router.Decision {
+	return router.Decide(command, cwd, s.params.CodeDirs, s.params.HostCommands)
+}
+
+// runOnHost runs a routed host command: first the sandbox's changes come
+// back (so `git push` sees the commits made there), then the plan runs on
+// the host with no shell, then the host's changes go into the sandbox (so
+// `git pull` results are seen there).
+func (s *Session) runOnHost(ctx context.Context, sb sandbox.Sandbox, d router.Decision, r Run) (sandbox.Result, sbxsync.Report, error) {
+	noop := func() *sandbox.Cmd { return &sandbox.Cmd{Argv: []string{"/bin/true"}, Env: BaseEnv(false)} }
+	_, rep, err := s.roundTrip(ctx, sb, noop())
+	if err != nil {
+		return sandbox.Result{}, rep, fmt.Errorf("bring the sandbox's changes back before the host command: %w", err)
+	}
+	hctx := ctx
+	if r.Timeout > 0 {
+		var cancel context.CancelFunc
+		hctx, cancel = context.WithTimeout(ctx, r.Timeout)
+		defer cancel()
+	}
+	start := time.Now()
+	code, herr := hostrun.Run(hctx, d.Plan, s.params.CodeDirs, r.Stdout, r.Stderr)
+	res := sandbox.Result{ExitCode: code, Duration: time.Since(start)}
+	if hctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
+		res.TimedOut, res.ExitCode, herr = true, sandbox.TimeoutExitCode, nil
+	}
+	_, rep2, err := s.roundTrip(ctx, sb, noop())
+	rep.Pushed += rep2.Pushed
+	rep.Applied += rep2.Applied
+	rep.Refused = append(rep.Refused, rep2.Refused...)
+	rep.Conflicts = append(rep.Conflicts, rep2.Conflicts...)
+	rep.Quarantined = append(rep.Quarantined, rep2.Quarantined...)
+	if herr != nil {
+		return res, rep, fmt.Errorf("host command refused: %w", herr)
+	}
+	if err != nil {
+		return res, rep, fmt.Errorf("send the host's changes into the sandbox: %w", err)
+	}
+	return res, rep, nil
+}
+
+// installStubs writes the host-command stubs into the sandbox.
+func (s *Session) installStubs(ctx context.Context, sb sandbox.Sandbox) error {
+	stubs := router.StubScripts(s.params.HostCommands)
+	names := make([]string, 0, len(stubs))
+	for n := range stubs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		var out strings.Builder
+		res, err := sb.Exec(ctx, &sandbox.Cmd{
+			Argv:  []string{"/bin/sh", "-c", `mkdir -p "$1" && cat > "$1/$2" && chmod 755 "$1/$2"`, "sbx", StubDir, name},
+			Env:   BaseEnv(false),
+			Stdin: strings.NewReader(stubs[name]), Stdout: &out, Stderr: &out,
+		})
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("exit %d: %s", res.ExitCode, strings.TrimSpace(out.String()))
+		}
+		if err != nil {
+			return fmt.Errorf("install the %s stub in the sandbox: %w", name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,118 @@
+package session
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http/cgi"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sbx-sh/sbx/local"
+	"github.com/sbx-sh/sbx/router"
+)
+
+// gitRemote serves a bare repository over smart HTTP (host git refuses local
+// transports) and returns its URL.
+func gitRemote(t *testing.T, home string) (url, bare string) {
+	t.Helper()
+	base := tempDir(t)
+	bare = filepath.Join(base, "remote.git")
+	run := func(dir string, args ...string) {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	run(base, "init", "-q", "--bare", "-b", "main", bare)
+	run(bare, "config", "http.receivepack", "true")
+	execPath, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		t.Fatal("these tests need git (apt-get install git)")
+	}
+	srv := httptest.NewServer(&cgi.Handler{
+		Path: filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend"),
+		Env:  []string{"GIT_PROJECT_ROOT=" + base, "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1", "HOME=" + home},
+	})
+	t.Cleanup(srv.Close)
+	return srv.URL + "/remote.git", bare
+}
+
+func TestGitPushRunsOnTheHostEverythingElseInTheSandbox(t *testing.T) {
+	home := tempDir(t)
+	t.Setenv("HOME", home)
+	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+	url, bare := gitRemote(t, home)
+	f := newFixture(t)
+	for _, args := range [][]string{
+		{"init", "-q", "-b", "main"}, {"add", "."},
+		{"-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "first"},
+		{"remote", "add", "origin", url},
+	} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = f.code
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	prefixes, err := router.ParsePrefixes(router.DefaultHostCommands)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewManager(f.root, &local.Provider{Version: "test"}, nil).Open(context.Background(), "route",
+		Params{CodeDirs: []string{f.code}, HostCommands: prefixes, IdleTTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Release(context.Background())
+
+	out, o := sh(t, s, "git -c user.name=agent -c user.email=a@example.com commit -q --allow-empty -m made-in-sandbox && git log --oneline | head -1")
+	if o.Route.Where != router.Sandbox || o.ExitCode != 0 || !strings.Contains(out, "made-in-sandbox") {
+		t.Fatalf("commit in the sandbox: %s exit %d\n%s", o.Route.Reason, o.ExitCode, out)
+	}
+	out, o = sh(t, s, "git push -q origin HEAD:refs/heads/main")
+	if o.Route.Where != router.Host || o.ExitCode != 0 {
+		t.Fatalf("push: %s exit %d\n%s", o.Route.Reason, o.ExitCode, out)
+	}
+	log, err := exec.Command("git", "--git-dir", bare, "log", "--oneline", "main").CombinedOutput()
+	if err != nil || !strings.Contains(string(log), "made-in-sandbox") {
+		t.Fatalf("the sandbox's commit did not reach the remote: %v\n%s", err, log)
+	}
+	// Inside a compound command git push stays in the sandbox, where the stub
+	// says what to do.
+	out, o = sh(t, s, "git push origin main; echo status=$?")
+	if o.Route.Where != router.Sandbox || !strings.Contains(out, "status=97") || !strings.Contains(out, "separate") {
+		t.Fatalf("stub: %s\n%s", o.Route.Reason, out)
+	}
+	// Other git sub-commands run the real git in the sandbox.
+	if out, o = sh(t, s, "git status --short && echo ok"); o.ExitCode != 0 || !strings.Contains(out, "ok") {
+		t.Fatalf("git status through the stub: %s", out)
+	}
+	// Every decision is in the audit log.
+	fh, err := os.Open(filepath.Join(f.root, "route", "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	var wheres []string
+	sc := bufio.NewScanner(fh)
+	for sc.Scan() {
+		var e auditEntry
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatal(err)
+		}
+		if e.Session != "route" || e.Reason == "" || e.Time.IsZero() {
+			t.Errorf("incomplete audit entry: %s", sc.Text())
+		}
+		wheres = append(wheres, e.Where)
+	}
+	if strings.Join(wheres, ",") != "sandbox,host,sandbox,sandbox" {
+		t.Fatalf("audit log: %v", wheres)
+	}
+}
