@@ -20,8 +20,8 @@ import (
 
 	"github.com/sbx-sh/sbx/config"
 	"github.com/sbx-sh/sbx/local"
-	"github.com/sbx-sh/sbx/sandbox"
 	"github.com/sbx-sh/sbx/router"
+	"github.com/sbx-sh/sbx/sandbox"
 	"github.com/sbx-sh/sbx/session"
 	sbxsync "github.com/sbx-sh/sbx/sync"
 )
