@@ -56,8 +56,20 @@ type HelperReply struct {
 	Error     string   `json:"error,omitempty"`
 }
 
-// ConflictSuffix names the copy kept of the losing side of a conflict.
+// ConflictSuffix names the copy kept of the losing side of a conflict:
+// NAME.sbx-conflict, or NAME.sbx-conflict-2, -3, ... when that is taken, so
+// an earlier conflict's copy is never overwritten.
 const ConflictSuffix = ".sbx-conflict"
+
+func conflictName(r *os.Root, p string) string {
+	name := p + ConflictSuffix
+	for i := 2; ; i++ {
+		if _, err := r.Lstat(name); err != nil {
+			return name
+		}
+		name = fmt.Sprintf("%s%s-%d", p, ConflictSuffix, i)
+	}
+}
 
 type helperState struct {
 	Manifest Manifest
@@ -167,7 +179,7 @@ func (h *Helper) Apply(push io.Reader) error {
 			if cur, ok, err := lstatEntry(r, it.Path, false); err == nil && ok && !cur.Mode.IsDir() {
 				base, had := m[it.Path]
 				if !had || !sameIgnoringHash(base, cur) {
-					aside := it.Path + ConflictSuffix
+					aside := conflictName(r, it.Path)
 					if err := r.Rename(it.Path, aside); err == nil {
 						h.reply.Conflicts = append(h.reply.Conflicts, filepath.Join(hd.d.Path, aside))
 					}

@@ -388,11 +388,15 @@ func (h *Host) applyOne(i int, d *hostDir, root *os.Root, it *Item, rep *Report)
 	if hostChanged && !(it.Deleted && !exists) {
 		// Changed on both sides: the host's version stays; the sandbox's is
 		// kept beside it, and the next push sends the host's to the sandbox.
+		// Mark the path's base as unknown, so the next push sends the host's
+		// version (or its deletion) whatever it is now.
+		m[it.Path] = Entry{Mode: fs.ModeIrregular}
 		if !it.Deleted && !it.Entry.Mode.IsDir() {
-			if _, err := writeItem(root, it, it.Path+ConflictSuffix); err != nil {
+			aside := conflictName(root, it.Path)
+			if _, err := writeItem(root, it, aside); err != nil {
 				return err
 			}
-			rep.Conflicts = append(rep.Conflicts, full)
+			rep.Conflicts = append(rep.Conflicts, filepath.Join(d.cfg.Path, aside))
 		}
 		return nil
 	}

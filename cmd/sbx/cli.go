@@ -303,7 +303,7 @@ func reportSync(w io.Writer, rep sbxsync.Report) {
 		fmt.Fprintf(w, "sbx: not brought back: %s\n", ref.Error())
 	}
 	for _, c := range rep.Conflicts {
-		fmt.Fprintf(w, "sbx: conflict: %s changed on both sides; the host's version stays, the sandbox's is in %s%s\n", c, c, sbxsync.ConflictSuffix)
+		fmt.Fprintf(w, "sbx: conflict: changed on both sides; the host's version stays, the sandbox's is in %s\n", c)
 	}
 	for _, q := range rep.Quarantined {
 		fmt.Fprintf(w, "sbx: quarantined: %s: the sandbox changed a file host tools trust; review it under %s and apply it with sbx accept\n", q, sbxsync.QuarantineDir)
