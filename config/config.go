@@ -44,6 +44,13 @@ type Config struct {
 	HostCommands []string
 	// Exclude adds sync exclude patterns (gitignore syntax).
 	Exclude []string
+	// ForwardEnv names host environment variables (names or doublestar
+	// globs) that enter the sandbox; nothing does by default. EnvSkip
+	// withholds names even when forwarded.
+	ForwardEnv, EnvSkip []string
+	// SyncPaths and TaskFiles are host files or directories copied into the
+	// sandbox at the same path when it is claimed, read-only, never back.
+	SyncPaths, TaskFiles []string
 }
 
 // Defaults returns the built-in configuration.
@@ -98,6 +105,12 @@ type fileConfig struct {
 	// host_commands in the project's file may only drop entries.
 	HostCommands *any `toml:"host_commands"`
 	Exclude      *any `toml:"exclude"`
+	// forward_env in the project's file may only drop entries; env_skip may
+	// only add.
+	ForwardEnv *any `toml:"forward_env"`
+	EnvSkip    *any `toml:"env_skip"`
+	SyncPaths  *any `toml:"sync_paths"`
+	TaskFiles  *any `toml:"task_files"`
 }
 
 // Sources names where Load looks.
@@ -238,6 +251,49 @@ func applyFile(cfg *Config, path string, trusted bool) error {
 			}
 		}
 		cfg.HostCommands = list
+	}
+	if fc.ForwardEnv != nil {
+		list, ok := stringList(*fc.ForwardEnv)
+		if !ok {
+			return fail("forward_env", "want a list of variable names or globs")
+		}
+		if !trusted {
+			for _, h := range list {
+				if !contains(cfg.ForwardEnv, h) {
+					return widen("forward_env")
+				}
+			}
+		}
+		cfg.ForwardEnv = list
+	}
+	if fc.EnvSkip != nil {
+		list, ok := stringList(*fc.EnvSkip)
+		if !ok {
+			return fail("env_skip", "want a list of variable names or globs")
+		}
+		cfg.EnvSkip = append(cfg.EnvSkip, list...)
+	}
+	for _, l := range []struct {
+		key string
+		v   *any
+		dst *[]string
+	}{{"sync_paths", fc.SyncPaths, &cfg.SyncPaths}, {"task_files", fc.TaskFiles, &cfg.TaskFiles}} {
+		if l.v == nil {
+			continue
+		}
+		if !trusted {
+			return widen(l.key)
+		}
+		list, ok := stringList(*l.v)
+		if !ok {
+			return fail(l.key, "want a list of absolute host paths")
+		}
+		for _, p := range list {
+			if !filepath.IsAbs(p) {
+				return fail(l.key, fmt.Sprintf("%q is not an absolute path", p))
+			}
+		}
+		*l.dst = list
 	}
 	if fc.Exclude != nil {
 		list, ok := stringList(*fc.Exclude)
@@ -439,6 +495,14 @@ var envKeys = []struct{ name, key string }{
 	{"SBX_CODE_DIRS", "code_dirs"},
 	{"AGENT_SANDBOX_HOST_COMMANDS", "host_commands"},
 	{"SBX_HOST_COMMANDS", "host_commands"},
+	{"AGENT_SANDBOX_FORWARD_ENV", "forward_env"},
+	{"SBX_FORWARD_ENV", "forward_env"},
+	{"AGENT_SANDBOX_ENV_SKIP", "env_skip"},
+	{"SBX_ENV_SKIP", "env_skip"},
+	{"AGENT_SANDBOX_SYNC_PATHS", "sync_paths"},
+	{"SBX_SYNC_PATHS", "sync_paths"},
+	{"AGENT_SANDBOX_TASK_FILES", "task_files"},
+	{"SBX_TASK_FILES", "task_files"},
 }
 
 func applyEnv(cfg *Config, env []string) error {
@@ -497,6 +561,26 @@ func (c *Config) Set(key, v string) error {
 		c.Pids = n
 	case "code_dirs":
 		c.CodeDirs = filepath.SplitList(v)
+	case "forward_env", "env_skip":
+		// Comma- or space-separated names and globs.
+		list := strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' })
+		if key == "forward_env" {
+			c.ForwardEnv = list
+		} else {
+			c.EnvSkip = list
+		}
+	case "sync_paths", "task_files":
+		list := filepath.SplitList(v)
+		for _, p := range list {
+			if !filepath.IsAbs(p) {
+				return fmt.Errorf("%q is not an absolute path", p)
+			}
+		}
+		if key == "sync_paths" {
+			c.SyncPaths = list
+		} else {
+			c.TaskFiles = list
+		}
 	case "host_commands":
 		// Comma-separated; "none" means nothing runs on the host.
 		c.HostCommands = []string{}

@@ -70,6 +70,9 @@ func TestErrors(t *testing.T) {
 		{name: "project raises pids", project: "pids = 100000\n", wantLine: 1, wantKey: "pids", wantMsg: "may only narrow"},
 		{name: "project adds a host command", project: "host_commands = [\"git push\", \"make\"]\n", wantLine: 1, wantKey: "host_commands", wantMsg: "may only narrow"},
 		{name: "bad host commands", user: "host_commands = \"git push\"\n", wantLine: 1, wantKey: "host_commands", wantMsg: "want a list"},
+		{name: "project forwards a variable", project: "forward_env = [\"AWS_*\"]\n", wantLine: 1, wantKey: "forward_env", wantMsg: "may only narrow"},
+		{name: "project adds a sync path", project: "sync_paths = [\"/root/.ssh\"]\n", wantLine: 1, wantKey: "sync_paths", wantMsg: "may only narrow"},
+		{name: "relative sync path", user: "sync_paths = [\"npmrc\"]\n", wantLine: 1, wantKey: "sync_paths", wantMsg: "not an absolute path"},
 		{name: "bad env", env: []string{"SBX_NETWORK=lan"}, wantKey: "SBX_NETWORK", wantMsg: "network must be"},
 		{name: "bad env duration", env: []string{"AGENT_SANDBOX_IDLE_TTL=x"}, wantKey: "AGENT_SANDBOX_IDLE_TTL", wantMsg: "not a duration"},
 	} {
@@ -153,6 +156,9 @@ func FuzzLoad(f *testing.F) {
 		}
 		// An untrusted project file never widens the defaults.
 		d := Defaults()
+		if len(cfg.ForwardEnv) > 0 || len(cfg.SyncPaths) > 0 || len(cfg.TaskFiles) > 0 {
+			t.Fatalf("project file forwarded something: %+v", cfg)
+		}
 		for _, h := range cfg.HostCommands {
 			if !contains(d.HostCommands, h) {
 				t.Fatalf("project file added host command %q", h)

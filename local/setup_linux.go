@@ -244,11 +244,28 @@ func buildRoot(cfg *initConfig) error {
 	sort.Slice(mounts, func(i, j int) bool { return len(mounts[i].Target) < len(mounts[j].Target) })
 	for _, m := range mounts {
 		dst := root + m.Target
-		if err := os.MkdirAll(dst, 0o755); err != nil {
+		fi, err := os.Stat(m.Source)
+		if err != nil {
+			return fmt.Errorf("mount %s: %w", m.Target, err)
+		}
+		if fi.IsDir() {
+			err = os.MkdirAll(dst, 0o755)
+		} else if err = os.MkdirAll(filepath.Dir(dst), 0o755); err == nil {
+			var f *os.File
+			if f, err = os.OpenFile(dst, os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+				f.Close()
+			}
+		}
+		if err != nil {
 			return fmt.Errorf("create mount point for %s: %w", m.Target, err)
 		}
 		if err := unix.Mount(m.Source, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 			return fmt.Errorf("bind %s at %s: %w", m.Source, m.Target, err)
+		}
+		if m.ReadOnly {
+			if err := remountRO(dst); err != nil {
+				return fmt.Errorf("make %s read-only: %w", m.Target, err)
+			}
 		}
 	}
 	if err := os.MkdirAll(root+"/.oldroot", 0o700); err != nil {

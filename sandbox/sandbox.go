@@ -46,11 +46,12 @@ const (
 	NetworkHost Network = "host"
 )
 
-// Mount makes the host directory Source appear read-write at Target inside
-// the sandbox. Target is an absolute path.
+// Mount makes the host directory (or file) Source appear at Target inside
+// the sandbox, read-write unless ReadOnly. Target is an absolute path.
 type Mount struct {
-	Source string `json:"source"`
-	Target string `json:"target"`
+	Source   string `json:"source"`
+	Target   string `json:"target"`
+	ReadOnly bool   `json:"read_only,omitempty"`
 }
 
 // Limits bound what the commands of one sandbox may use. Zero means no limit.

@@ -59,6 +59,13 @@ type Params struct {
 	// HostCommands are the command prefixes the router may run on the host
 	// (router.ParsePrefixes); nil means every command runs in the sandbox.
 	HostCommands [][]string
+	// ForwardEnv names host environment variables (names or doublestar
+	// globs) that enter the sandbox; EnvSkip withholds names even so.
+	ForwardEnv, EnvSkip []string
+	// SyncPaths are host files or directories (config the tools need, task
+	// files) copied into the sandbox at the same path when it is claimed,
+	// read-only there, and never brought back.
+	SyncPaths []string
 }
 
 // ErrCodeDirs means a kept session exists for other code directories.
@@ -79,6 +86,9 @@ type Session struct {
 	info    Info
 	sync    *sbxsync.Host
 	sb      sandbox.Sandbox
+	gitcfg  gitConfigState
+
+	warnedRefused bool
 	notices []string
 	closed  bool
 }
@@ -136,7 +146,7 @@ func (m *Manager) Open(ctx context.Context, name string, p Params) (*Session, er
 	}
 	var dirs []sbxsync.HostDir
 	for _, d := range p.CodeDirs {
-		dirs = append(dirs, sbxsync.HostDir{Path: d, Exclude: p.Exclude})
+		dirs = append(dirs, sbxsync.HostDir{Path: d, Exclude: append(append([]string{}, neverPushed...), p.Exclude...)})
 	}
 	if s.sync, err = sbxsync.OpenHost(dir, dirs); err != nil {
 		return nil, fmt.Errorf("session %s: %w", name, err)
@@ -189,6 +199,9 @@ func (s *Session) spec() sandbox.Spec {
 	for i, d := range s.params.CodeDirs {
 		spec.Mounts = append(spec.Mounts, sandbox.Mount{Source: s.workDir(i), Target: d})
 	}
+	for i, p := range s.params.SyncPaths {
+		spec.Mounts = append(spec.Mounts, sandbox.Mount{Source: s.syncPathCopy(i), Target: p, ReadOnly: true})
+	}
 	return spec
 }
 
@@ -218,6 +231,9 @@ func (s *Session) claim(ctx context.Context) error {
 			return fmt.Errorf("create workspace: %w", err)
 		}
 		os.Chmod(w, fi.Mode().Perm())
+	}
+	if err := s.copySyncPaths(); err != nil {
+		return err
 	}
 	s.sync.Reset()
 	start := time.Now()
@@ -319,6 +335,9 @@ func (s *Session) Exec(ctx context.Context, r Run) (Outcome, error) {
 		rep      sbxsync.Report
 		decision router.Decision
 	)
+	if err := s.installGitConfig(ctx, sb); err != nil {
+		return Outcome{}, err
+	}
 	if r.Argv == nil && r.TTY == nil {
 		decision = s.route(r.Command, cmd.Dir)
 	}
@@ -409,7 +428,7 @@ func (s *Session) command(r Run, trackCwd bool) (*sandbox.Cmd, *strings.Builder)
 		dir = s.params.CodeDirs[0]
 	}
 	cmd := &sandbox.Cmd{
-		Dir: dir, Env: append(BaseEnv(r.TTY != nil), r.Env...), Stdin: r.Stdin,
+		Dir: dir, Env: s.commandEnv(r.TTY != nil, r.Env), Stdin: r.Stdin,
 		Stdout: r.Stdout, Stderr: r.Stderr, Timeout: r.Timeout, TTY: r.TTY,
 	}
 	cwd := &strings.Builder{}

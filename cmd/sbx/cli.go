@@ -251,6 +251,7 @@ func (c *cli) exec(ctx context.Context, args []string, shell bool) int {
 		CodeDirs: e.codeDirs, Network: sandbox.Network(e.cfg.Network),
 		Limits:  sandbox.Limits{MemoryBytes: e.cfg.Memory, Pids: e.cfg.Pids},
 		IdleTTL: e.cfg.IdleTTL, Keep: *keep, HostCommands: e.hostCommands, Exclude: e.cfg.Exclude,
+		ForwardEnv: e.cfg.ForwardEnv, EnvSkip: e.cfg.EnvSkip, SyncPaths: append(e.cfg.SyncPaths, e.cfg.TaskFiles...),
 	})
 	if err != nil {
 		return c.fail(err)

@@ -1,0 +1,188 @@
+package sync
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// MakeTree writes a source-like tree of n files under root: 60% source files
+// of 1-8 KiB in directories of about 20, 40% in a node_modules-like subtree
+// of many small packages. It is deterministic.
+func makeTree(tb testing.TB, root string, n int) {
+	tb.Helper()
+	rng := rand.New(rand.NewSource(1))
+	buf := make([]byte, 8<<10)
+	rng.Read(buf)
+	for i := 0; i < n; i++ {
+		var p string
+		if i%5 < 3 {
+			p = filepath.Join(root, "src", fmt.Sprintf("pkg%03d", i/400), fmt.Sprintf("sub%02d", (i/20)%20), fmt.Sprintf("file%05d.go", i))
+		} else {
+			p = filepath.Join(root, "node_modules", fmt.Sprintf("dep%04d", i/15), "lib", fmt.Sprintf("m%05d.js", i))
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.WriteFile(p, buf[:1024+rng.Intn(7<<10)], 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// benchTree returns a tree of n files, made once per process.
+var trees sync.Map
+
+func benchTree(b *testing.B, n int) string {
+	if d, ok := trees.Load(n); ok {
+		return d.(string)
+	}
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("sbx-bench-tree-%d", n))
+	if _, err := os.Stat(filepath.Join(dir, ".complete")); err != nil {
+		os.RemoveAll(dir)
+		makeTree(b, dir, n)
+		os.WriteFile(filepath.Join(dir, ".complete"), nil, 0o644)
+	}
+	trees.Store(n, dir)
+	return dir
+}
+
+// bareWalk is the floor of a no-change check: a parallel walk that only
+// lstats every entry.
+func bareWalk(root string) int {
+	var (
+		wg  sync.WaitGroup
+		mu  sync.Mutex
+		n   int
+		sem = make(chan struct{}, 8)
+	)
+	var walk func(dir string)
+	walk = func(dir string) {
+		defer wg.Done()
+		sem <- struct{}{}
+		f, err := os.Open(dir)
+		if err != nil {
+			<-sem
+			return
+		}
+		names, _ := f.Readdirnames(-1)
+		f.Close()
+		var subdirs []string
+		for _, name := range names {
+			fi, err := os.Lstat(filepath.Join(dir, name))
+			if err == nil && fi.IsDir() {
+				subdirs = append(subdirs, filepath.Join(dir, name))
+			}
+		}
+		<-sem
+		mu.Lock()
+		n += len(names)
+		mu.Unlock()
+		for _, d := range subdirs {
+			wg.Add(1)
+			go walk(d)
+		}
+	}
+	wg.Add(1)
+	walk(root)
+	wg.Wait()
+	return n
+}
+
+// BenchmarkSync reports, for trees of 10k and 100k files, side by side:
+//
+//	walk        a bare parallel lstat walk (the floor)
+//	nochange    the host side of a round trip with nothing changed (scan + diff)
+//	onefile     the same with one file changed (scan + diff + its patch)
+//	push        the initial push: patch the whole tree and apply it into an
+//	            empty directory, against tar c | tar x of the same tree
+//
+// x-walk is the ratio to the walk; x-tar the push's time over tar's.
+func BenchmarkSync(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		b.Run(fmt.Sprintf("files=%d", n), func(b *testing.B) {
+			root := benchTree(b, n)
+			var walk float64
+			per := func(b *testing.B) float64 { return float64(b.Elapsed().Nanoseconds()) / float64(b.N) }
+			b.Run("walk", func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					bareWalk(root)
+				}
+				walk = per(b)
+			})
+			state := b.TempDir()
+			h, err := OpenHost(state, []HostDir{{Path: root}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			// Establish the synced state: the manifest the host keeps.
+			r, _, _ := h.Begin()
+			r.Finish(HelperReply{Seq: r.Request.Seq})
+			b.Run("nochange", func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					r, _, err := h.Begin()
+					if err != nil || r.Changed() {
+						b.Fatalf("changed=%v err=%v", r != nil && r.Changed(), err)
+					}
+					r.Finish(HelperReply{Seq: r.Request.Seq})
+				}
+				b.ReportMetric(per(b)/walk, "x-walk")
+			})
+			target := filepath.Join(root, "src", "pkg000", "sub00", "file00000.go")
+			b.Run("onefile", func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					os.WriteFile(target, []byte(fmt.Sprintf("package x // %d\n", i)), 0o644)
+					r, _, err := h.Begin()
+					if err != nil || !r.Changed() {
+						b.Fatal("change not seen", err)
+					}
+					if err := r.WritePush(io.Discard); err != nil {
+						b.Fatal(err)
+					}
+					r.Finish(HelperReply{Seq: r.Request.Seq})
+				}
+				b.ReportMetric(per(b)/walk, "x-walk")
+			})
+			var tarTime float64
+			b.Run("tar", func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					dst := b.TempDir()
+					cmd := exec.Command("sh", "-c", `tar -C "$1" -cf - . | tar -C "$2" -xf -`, "sh", root, dst)
+					if out, err := cmd.CombinedOutput(); err != nil {
+						b.Fatalf("%v %s", err, out)
+					}
+				}
+				tarTime = per(b)
+			})
+			b.Run("push", func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					dst := b.TempDir()
+					hs, _ := OpenHost(b.TempDir(), []HostDir{{Path: root}})
+					r, _, err := hs.Begin()
+					if err != nil {
+						b.Fatal(err)
+					}
+					req := r.Request
+					req.StateDir, req.Dirs = b.TempDir(), []HelperDir{{Path: dst, Reset: true}}
+					helper, err := NewHelper(req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					pr, pw := io.Pipe()
+					go func() { pw.CloseWithError(r.WritePush(pw)) }()
+					if err := helper.Apply(pr); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(per(b)/tarTime, "x-tar")
+			})
+		})
+	}
+	_ = bytes.MinRead
+}
