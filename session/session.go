@@ -81,16 +81,16 @@ type Session struct {
 	// run serializes commands in this process (the lock file does it across
 	// processes); mu guards the fields below and is held only briefly, so
 	// Release can stop a running command instead of waiting for it.
-	run     sync.Mutex
-	mu      sync.Mutex
-	info    Info
-	sync    *sbxsync.Host
-	sb      sandbox.Sandbox
-	gitcfg  gitConfigState
+	run    sync.Mutex
+	mu     sync.Mutex
+	info   Info
+	sync   *sbxsync.Host
+	sb     sandbox.Sandbox
+	gitcfg gitConfigState
 
 	warnedRefused bool
-	notices []string
-	closed  bool
+	notices       []string
+	closed        bool
 }
 
 // Open returns the named session, reattaching to its sandbox when it was kept.
