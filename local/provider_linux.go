@@ -274,7 +274,7 @@ func (b *box) dial(ctx context.Context) (*conn, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", b.st.Socket)
 	if err != nil {
-		return nil, fmt.Errorf("%w: connect to sandbox init: %v", sandbox.ErrLost, err)
+		return nil, fmt.Errorf("%w: connect to sandbox init: %v", sandbox.ErrUnreachable, err)
 	}
 	return newConn(c.(*net.UnixConn)), nil
 }

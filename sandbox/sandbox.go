@@ -9,6 +9,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 )
@@ -149,6 +150,10 @@ var ErrNotFound = errors.New("no sandbox found")
 
 // ErrLost means the sandbox went away while it was in use.
 var ErrLost = errors.New("sandbox lost")
+
+// ErrUnreachable means the sandbox was found gone before a command started:
+// nothing of the command ran, so it may be run again in a new sandbox.
+var ErrUnreachable = fmt.Errorf("%w before the command started", ErrLost)
 
 // StaleError reports a sandbox whose state was left behind but which can no
 // longer be used (its init died, or it expired). The backend has cleaned it up.

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -87,6 +88,7 @@ type Session struct {
 	sync   *sbxsync.Host
 	sb     sandbox.Sandbox
 	gitcfg gitConfigState
+	jobs   map[*Job]context.CancelFunc
 
 	warnedRefused bool
 	notices       []string
@@ -324,7 +326,7 @@ func (s *Session) Exec(ctx context.Context, r Run) (Outcome, error) {
 		return Outcome{}, ErrClosed
 	}
 	err = s.ensureClaimed(ctx)
-	cmd, cwd := s.command(r, true)
+	cmd, cwd, dir := s.command(r, true)
 	sb := s.sb
 	s.mu.Unlock()
 	if err != nil {
@@ -339,15 +341,33 @@ func (s *Session) Exec(ctx context.Context, r Run) (Outcome, error) {
 		return Outcome{}, err
 	}
 	if r.Argv == nil && r.TTY == nil {
-		decision = s.route(r.Command, cmd.Dir)
+		decision = s.route(r.Command, dir)
 	}
 	if decision.Where == router.Host {
 		res, rep, err = s.runOnHost(ctx, sb, decision, r)
 	} else {
 		res, rep, err = s.roundTrip(ctx, sb, cmd)
 	}
+	if errors.Is(err, sandbox.ErrUnreachable) {
+		// The sandbox died while idle (killed, expired): nothing ran. Claim a
+		// new one, push the host tree, and run the command there.
+		s.mu.Lock()
+		s.dropSandbox(fmt.Sprintf("the sandbox was gone (%v); a new one was claimed and the host tree pushed into it", err))
+		err = s.ensureClaimed(ctx)
+		sb = s.sb
+		s.mu.Unlock()
+		if err == nil {
+			if err = s.installGitConfig(ctx, sb); err == nil {
+				if decision.Where == router.Host {
+					res, rep, err = s.runOnHost(ctx, sb, decision, r)
+				} else {
+					res, rep, err = s.roundTrip(ctx, sb, cmd)
+				}
+			}
+		}
+	}
 	if decision.Where != "" {
-		e := auditEntry{Time: time.Now().UTC(), Command: r.Command, Cwd: cmd.Dir, Where: string(decision.Where),
+		e := auditEntry{Time: time.Now().UTC(), Command: r.Command, Cwd: dir, Where: string(decision.Where),
 			Reason: decision.Reason, ExitCode: res.ExitCode, DurationMS: res.Duration.Milliseconds()}
 		if err != nil {
 			e.Error = err.Error()
@@ -419,7 +439,7 @@ func (s *Session) ensureClaimed(ctx context.Context) error {
 
 // command builds the sandbox command for r. When trackCwd is set, the shell
 // reports where it ended on fd 3, into the returned builder.
-func (s *Session) command(r Run, trackCwd bool) (*sandbox.Cmd, *strings.Builder) {
+func (s *Session) command(r Run, trackCwd bool) (*sandbox.Cmd, *strings.Builder, string) {
 	dir := r.Dir
 	if dir == "" {
 		dir = s.info.Cwd
@@ -434,7 +454,7 @@ func (s *Session) command(r Run, trackCwd bool) (*sandbox.Cmd, *strings.Builder)
 	cwd := &strings.Builder{}
 	if r.Argv != nil {
 		cmd.Argv = r.Argv
-		return cmd, cwd
+		return cmd, cwd, dir
 	}
 	shell := r.Shell
 	if shell == "" {
@@ -442,19 +462,40 @@ func (s *Session) command(r Run, trackCwd bool) (*sandbox.Cmd, *strings.Builder)
 	}
 	if !trackCwd {
 		cmd.Argv = []string{shell, "-c", r.Command}
-		return cmd, cwd
+		return cmd, cwd, dir
 	}
 	// The trap reports where the shell ended up, so the next command starts
-	// there (a `cd` holds between commands, variables do not).
-	cmd.Argv = []string{shell, "-c", `trap 'pwd -P >&3 2>/dev/null' EXIT; eval "$1"`, "sbx", r.Command}
+	// there (a `cd` holds between commands, variables do not). If that
+	// directory is gone, the command runs in the first code dir and says so.
+	fallback := "/"
+	if len(s.params.CodeDirs) > 0 {
+		fallback = s.params.CodeDirs[0]
+	}
+	cmd.Dir = "/"
+	cmd.Argv = []string{shell, "-c", `cd -- "$2" 2>/dev/null || { printf 'sbx: %s no longer exists; running in %s\n' "$2" "$3" >&2; cd -- "$3" || exit 1; }
+trap 'pwd -P >&3 2>/dev/null' EXIT
+eval "$1"`, "sbx", r.Command, dir, fallback}
 	cmd.Fd3 = cwd
-	return cmd, cwd
+	return cmd, cwd, dir
+}
+
+// dropSandbox forgets a sandbox that is gone; the next command claims a new
+// one. Called with mu held.
+func (s *Session) dropSandbox(why string) {
+	s.note(fmt.Sprintf("session %s: %s", s.name, why))
+	if s.sb != nil {
+		go s.sb.Release(context.Background()) // clean up what it left
+	}
+	s.sb = nil
+	s.info.Claimed = false
+	s.gitcfg = gitConfigState{}
+	s.sync.Reset()
 }
 
 // finish records how a command ended.
 func (s *Session) finish(res sandbox.Result, rep sbxsync.Report, err error, cwd *strings.Builder) (Outcome, error) {
 	if errors.Is(err, sandbox.ErrLost) && !s.closed {
-		s.note(fmt.Sprintf("session %s: the sandbox was lost: %v", s.name, err))
+		s.dropSandbox(fmt.Sprintf("the sandbox was lost while the command ran (%v): what the command changed in the sandbox is lost; the host tree is intact and the next command gets a new sandbox", err))
 	}
 	out := Outcome{Result: res, Sync: rep}
 	if c := strings.TrimSpace(cwd.String()); c != "" {
@@ -501,7 +542,7 @@ func (s *Session) Spawn(ctx context.Context, r Run) (*Job, error) {
 	} else {
 		err = s.ensureClaimed(ctx)
 	}
-	cmd, cwd := s.command(r, false)
+	cmd, cwd, _ := s.command(r, false)
 	sb := s.sb
 	s.mu.Unlock()
 	if err == nil {
@@ -514,15 +555,25 @@ func (s *Session) Spawn(ctx context.Context, r Run) (*Job, error) {
 		return nil, err
 	}
 	j := &Job{done: make(chan struct{})}
+	jctx, cancel := context.WithCancel(ctx)
+	s.mu.Lock()
+	if s.jobs == nil {
+		s.jobs = map[*Job]context.CancelFunc{}
+	}
+	s.jobs[j] = cancel
+	s.mu.Unlock()
 	go func() {
 		defer close(j.done)
-		res, err := sb.Exec(ctx, cmd)
+		defer cancel()
+		res, err := sb.Exec(jctx, cmd)
 		// Bring back what the job changed, in turn with other commands.
 		s.run.Lock()
 		defer s.run.Unlock()
 		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.closed {
+		delete(s.jobs, j)
+		closed := s.closed
+		s.mu.Unlock()
+		if closed {
 			j.out, j.err = Outcome{Result: res}, err
 			return
 		}
@@ -532,14 +583,15 @@ func (s *Session) Spawn(ctx context.Context, r Run) (*Job, error) {
 			return
 		}
 		defer l.unlock()
-		// What the job changed comes back now.
 		var rep sbxsync.Report
 		if err == nil || errors.Is(err, context.Canceled) {
 			_, rep, err = s.roundTrip(context.Background(), sb, &sandbox.Cmd{Argv: []string{"/bin/true"}, Env: BaseEnv(false)})
 			if err == nil {
-				err = ctx.Err()
+				err = jctx.Err()
 			}
 		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
 		j.out, j.err = s.finish(res, rep, err, cwd)
 	}()
 	return j, nil
@@ -559,6 +611,17 @@ func (s *Session) Close(ctx context.Context) error {
 // Release kills everything in the sandbox, deletes it and the session's
 // state. Changes were already brought back after each command.
 func (s *Session) Release(ctx context.Context) error {
+	// Background jobs end first, each bringing back what it changed.
+	s.mu.Lock()
+	jobs := maps.Clone(s.jobs)
+	s.mu.Unlock()
+	for j, cancel := range jobs {
+		cancel()
+		select {
+		case <-j.done:
+		case <-ctx.Done():
+		}
+	}
 	s.mu.Lock()
 	if s.closed && s.sb == nil {
 		s.mu.Unlock()

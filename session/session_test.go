@@ -22,7 +22,7 @@ func TestMain(m *testing.M) {
 }
 
 // tempDir is a temp dir with a short path (unix sockets live in state dirs).
-func tempDir(t *testing.T) string {
+func tempDir(t testing.TB) string {
 	t.Helper()
 	d, err := os.MkdirTemp("", "sbxs")
 	if err != nil {
@@ -393,5 +393,55 @@ func TestProtectedFilesQuarantined(t *testing.T) {
 	}
 	if len(o.Sync.Quarantined) != 2 {
 		t.Fatalf("quarantine not reported: %+v", o.Sync)
+	}
+}
+
+func TestDeletedCwdFallsBackToTheCodeDir(t *testing.T) {
+	f := newFixture(t)
+	s := f.open(t, "cwdgone", false)
+	sh(t, s, "mkdir -p gone && cd gone")
+	sh(t, s, "rmdir ../gone; true")
+	out, o := sh(t, s, "pwd")
+	if o.ExitCode != 0 || !strings.Contains(out, "no longer exists") || !strings.HasSuffix(strings.TrimSpace(out), f.code) {
+		t.Fatalf("exit %d:\n%s", o.ExitCode, out)
+	}
+}
+
+func TestLostSandboxIsReplaced(t *testing.T) {
+	f := newFixture(t)
+	s := f.open(t, "lost", true)
+	sh(t, s, "echo x > /tmp/mark")
+	var st struct{ Pid int }
+	raw, _ := os.ReadFile(filepath.Join(f.root, "lost", "local.json"))
+	json.Unmarshal(raw, &st)
+	syscall.Kill(st.Pid, syscall.SIGKILL)
+	time.Sleep(100 * time.Millisecond)
+	write(t, filepath.Join(f.code, "host-edit.txt"), "made while the sandbox was dead\n", 0o644)
+	out, o := sh(t, s, "cat /tmp/mark 2>/dev/null || echo new-sandbox; cat host-edit.txt")
+	if o.ExitCode != 0 || !strings.Contains(out, "new-sandbox") || !strings.Contains(out, "made while the sandbox was dead") {
+		t.Fatalf("exit %d:\n%s", o.ExitCode, out)
+	}
+	if notes := strings.Join(s.Notices(), "\n"); !strings.Contains(notes, "new one was claimed") {
+		t.Fatalf("replacement not reported: %q", notes)
+	}
+}
+
+func TestReleaseBringsBackRunningJobs(t *testing.T) {
+	f := newFixture(t)
+	s, err := f.manager().Open(context.Background(), "jobrel", Params{CodeDirs: []string{f.code}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := s.Spawn(context.Background(), Run{Command: "echo from-job > job.txt; sleep 60"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if err := s.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	<-job.Done()
+	if b, _ := os.ReadFile(filepath.Join(f.code, "job.txt")); string(b) != "from-job\n" {
+		t.Fatalf("a running job's change was lost on release: %q", b)
 	}
 }

@@ -1,57 +1,18 @@
 package sync
 
 import (
-	"bytes"
 	"fmt"
 	"io"
-	"math/rand"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
+
+	"github.com/sbx-sh/sbx/internal/testtree"
 	"testing"
 )
 
-// MakeTree writes a source-like tree of n files under root: 60% source files
-// of 1-8 KiB in directories of about 20, 40% in a node_modules-like subtree
-// of many small packages. It is deterministic.
-func makeTree(tb testing.TB, root string, n int) {
-	tb.Helper()
-	rng := rand.New(rand.NewSource(1))
-	buf := make([]byte, 8<<10)
-	rng.Read(buf)
-	for i := 0; i < n; i++ {
-		var p string
-		if i%5 < 3 {
-			p = filepath.Join(root, "src", fmt.Sprintf("pkg%03d", i/400), fmt.Sprintf("sub%02d", (i/20)%20), fmt.Sprintf("file%05d.go", i))
-		} else {
-			p = filepath.Join(root, "node_modules", fmt.Sprintf("dep%04d", i/15), "lib", fmt.Sprintf("m%05d.js", i))
-		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			tb.Fatal(err)
-		}
-		if err := os.WriteFile(p, buf[:1024+rng.Intn(7<<10)], 0o644); err != nil {
-			tb.Fatal(err)
-		}
-	}
-}
-
-// benchTree returns a tree of n files, made once per process.
-var trees sync.Map
-
-func benchTree(b *testing.B, n int) string {
-	if d, ok := trees.Load(n); ok {
-		return d.(string)
-	}
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("sbx-bench-tree-%d", n))
-	if _, err := os.Stat(filepath.Join(dir, ".complete")); err != nil {
-		os.RemoveAll(dir)
-		makeTree(b, dir, n)
-		os.WriteFile(filepath.Join(dir, ".complete"), nil, 0o644)
-	}
-	trees.Store(n, dir)
-	return dir
-}
+func benchTree(b *testing.B, n int) string { return testtree.Cached(b, n) }
 
 // bareWalk is the floor of a no-change check: a parallel walk that only
 // lstats every entry.
@@ -184,5 +145,4 @@ func BenchmarkSync(b *testing.B) {
 			})
 		})
 	}
-	_ = bytes.MinRead
 }

@@ -6,9 +6,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
+	gosync "sync"
 	"time"
 )
 
@@ -91,6 +93,7 @@ type helperDir struct {
 	ex    *Matcher
 	state helperState
 	file  string
+	dirty bool // the state differs from the file
 }
 
 // NewHelper loads the helper's state for req. The host serializes the round
@@ -124,13 +127,40 @@ func NewHelper(req HelperRequest) (*Helper, error) {
 		}
 		// Acknowledged: the host has what the last pull sent. Not
 		// acknowledged: forget it, so it is sent again.
-		if hd.state.Pending != nil && hd.state.PendingSeq == req.Ack && req.Ack != 0 {
-			hd.state.Manifest = hd.state.Pending
+		if hd.state.Pending != nil {
+			if hd.state.PendingSeq == req.Ack && req.Ack != 0 {
+				hd.state.Manifest = hd.state.Pending
+			}
+			hd.state.Pending, hd.state.PendingSeq = nil, 0
+			hd.dirty = true
 		}
-		hd.state.Pending, hd.state.PendingSeq = nil, 0
+		if d.Reset {
+			hd.dirty = true
+		}
 		h.dirs = append(h.dirs, hd)
 	}
 	return h, nil
+}
+
+// stateCache keeps the last state each file held in this process: a
+// long-lived helper (the local worker) skips decoding it again when the file
+// has not changed since.
+var stateCache = struct {
+	gosync.Mutex
+	m map[string]cachedState
+}{m: map[string]cachedState{}}
+
+type cachedState struct {
+	sig   string
+	state helperState
+}
+
+func fileSig(f *os.File) string {
+	fi, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%d:%d:%v", fi.Size(), fi.ModTime().UnixNano(), fi.Sys())
 }
 
 func (hd *helperDir) load() {
@@ -139,9 +169,20 @@ func (hd *helperDir) load() {
 		return
 	}
 	defer f.Close()
+	sig := fileSig(f)
+	stateCache.Lock()
+	c, ok := stateCache.m[hd.file]
+	stateCache.Unlock()
+	if ok && c.sig == sig && sig != "" {
+		hd.state = helperState{Manifest: maps.Clone(c.state.Manifest), Pending: c.state.Pending, PendingSeq: c.state.PendingSeq}
+		return
+	}
 	var st helperState
 	if gob.NewDecoder(f).Decode(&st) == nil {
 		hd.state = st
+		stateCache.Lock()
+		stateCache.m[hd.file] = cachedState{sig: sig, state: helperState{Manifest: maps.Clone(st.Manifest), Pending: st.Pending, PendingSeq: st.PendingSeq}}
+		stateCache.Unlock()
 	}
 }
 
@@ -152,13 +193,20 @@ func (hd *helperDir) save() error {
 		return err
 	}
 	err = gob.NewEncoder(f).Encode(hd.state)
+	sig := fileSig(f)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, hd.file)
+	if err := os.Rename(tmp, hd.file); err != nil {
+		return err
+	}
+	stateCache.Lock()
+	stateCache.m[hd.file] = cachedState{sig: sig, state: helperState{Manifest: maps.Clone(hd.state.Manifest), Pending: hd.state.Pending, PendingSeq: hd.state.PendingSeq}}
+	stateCache.Unlock()
+	return nil
 }
 
 // Apply reads one patch per code dir from push and applies it. A sandbox file
@@ -175,7 +223,9 @@ func (h *Helper) Apply(push io.Reader) error {
 		}
 		m := hd.state.Manifest
 		racy := time.Now().Add(-racyWindow).UnixNano()
+		applied := 0
 		err = ReadPatch(push, DefaultLimits, func(it *Item) error {
+			applied++
 			if cur, ok, err := lstatEntry(r, it.Path, false); err == nil && ok && !cur.Mode.IsDir() {
 				base, had := m[it.Path]
 				if !had || !sameIgnoringHash(base, cur) {
@@ -207,8 +257,10 @@ func (h *Helper) Apply(push io.Reader) error {
 		if err != nil {
 			return err
 		}
-		if err := hd.save(); err != nil {
-			return err
+		if applied > 0 || hd.dirty {
+			if err := hd.save(); err != nil {
+				return err
+			}
 		}
 	}
 	return ExpectEnd(push)
@@ -244,6 +296,9 @@ func (h *Helper) Collect(pull io.Writer) HelperReply {
 			return h.reply
 		}
 		h.reply.Sent += len(send)
+		if len(send) == 0 && !hd.dirty {
+			continue // nothing to acknowledge, nothing to save
+		}
 		hd.state.Pending, hd.state.PendingSeq = cur, h.req.Seq
 		if err := hd.save(); err != nil {
 			h.reply.Error = err.Error()

@@ -2,6 +2,8 @@ package sync
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/binary"
 	"encoding/gob"
 	"errors"
 	"fmt"
@@ -168,7 +170,13 @@ func (h *Host) Begin() (*Round, Report, error) {
 	if err := h.recover(&recovered); err != nil {
 		return nil, recovered, err
 	}
-	h.st.Seq++
+	// A random round-trip number: nothing needs saving for a round trip
+	// that changes nothing, and a number is never reused after a crash.
+	var seq [8]byte
+	for binary.LittleEndian.Uint64(seq[:]) == 0 {
+		rand.Read(seq[:])
+	}
+	h.st.Seq = binary.LittleEndian.Uint64(seq[:])
 	r := &Round{h: h, Request: HelperRequest{Version: ProtocolVersion, Seq: h.st.Seq, Ack: h.st.Ack}}
 	for i, d := range h.dirs {
 		cur, err := (&Scanner{Exclude: d.ex}).Scan(d.cfg.Path, h.st.Manifests[i])
@@ -205,7 +213,9 @@ func (r *Round) ReadPull(rd io.Reader) error {
 		return fmt.Errorf("spool the sandbox's changes: %w", err)
 	}
 	tee := io.TeeReader(rd, f)
+	items := 0
 	err = r.h.eachPull(tee, func(d *hostDir, root *os.Root, links map[string]bool, it *Item) error {
+		items++
 		if rf := CheckPullBack(it.Path, it.Entry, it.Deleted); rf != nil {
 			return &PatchError{Path: filepath.Join(d.cfg.Path, it.Path), Reason: rf.Reason}
 		}
@@ -230,7 +240,7 @@ func (r *Round) ReadPull(rd io.Reader) error {
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
+	if err != nil || items == 0 {
 		os.Remove(r.h.spoolPath())
 		return err
 	}
@@ -285,8 +295,12 @@ func (r *Round) Finish(reply HelperReply) (Report, error) {
 	}
 	// The sandbox now mirrors what was pushed.
 	h.st.Manifests = r.cur
+	wasReset := h.st.Reset
 	h.st.Reset = false
 	if !r.spooled {
+		if rep.Pushed == 0 && !wasReset {
+			return rep, nil // nothing changed on either side: nothing to save
+		}
 		return rep, h.save()
 	}
 	if err := os.WriteFile(h.pendingPath(), []byte(strconv.FormatUint(r.Request.Seq, 10)), 0o600); err != nil {

@@ -98,7 +98,7 @@ func (s *Scanner) Scan(root string, prev Manifest) (Manifest, error) {
 	start := time.Now()
 	workers := s.Workers
 	if workers <= 0 {
-		workers = max(4, 2*runtime.NumCPU())
+		workers = max(8, 4*runtime.NumCPU())
 	}
 	w := &walker{root: root, ex: s.Exclude, out: Manifest{}, sem: make(chan struct{}, workers)}
 	w.wg.Add(1)

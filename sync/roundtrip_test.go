@@ -340,3 +340,25 @@ func TestNoChangeRoundTripIsCheap(t *testing.T) {
 	}
 	_ = fs.ModeDir
 }
+
+func TestAcceptQuarantined(t *testing.T) {
+	p := newPair(t)
+	p.sync(nil)
+	p.sync(func() { put(t, filepath.Join(p.sandbox, ".claude/settings.json"), "{\"ok\":1}") })
+	list, err := Quarantined(p.host)
+	if err != nil || len(list) != 1 || list[0] != ".claude/settings.json" {
+		t.Fatalf("quarantined: %v %v", list, err)
+	}
+	if err := Accept(p.host, "../etc/passwd"); err == nil {
+		t.Fatal("accepted a path outside")
+	}
+	if err := Accept(p.host, ".claude/settings.json"); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, filepath.Join(p.host, ".claude/settings.json")); got != "{\"ok\":1}" {
+		t.Fatalf("accepted file: %q", got)
+	}
+	if list, _ := Quarantined(p.host); len(list) != 0 {
+		t.Fatalf("still quarantined: %v", list)
+	}
+}

@@ -44,6 +44,9 @@ commands:
   ls             list kept sessions
   route [--json] [--cwd DIR] [--code-dir DIR]... [--host-command PREFIX]... -- COMMAND
                  say whether COMMAND would run on the host or in the sandbox, and why
+  accept [--all] [--code-dir DIR]... [PATH...]
+                 list the sandbox's changes to protected files (agent and editor
+                 settings) waiting in .sbx/quarantine, or apply the ones named
   version        print sbx's version
 
 Exit status of exec: the command's own; 124 when it timed out; 125 when sbx
@@ -91,6 +94,8 @@ func run(ctx context.Context, args []string) int {
 		return c.list(ctx, args[1:])
 	case "route":
 		return c.route(args[1:])
+	case "accept":
+		return c.accept(args[1:])
 	case "version", "--version":
 		fmt.Fprintf(c.stdout, "sbx %s\n", versionString())
 		return 0
@@ -497,5 +502,63 @@ func (c *cli) route(args []string) int {
 	}
 	reason := strings.TrimPrefix(d.Reason, string(d.Where)+": ")
 	fmt.Fprintf(c.stdout, "%s: %s\n", d.Where, reason)
+	return 0
+}
+
+// accept lists or applies quarantined changes to protected files.
+func (c *cli) accept(args []string) int {
+	fs := newFlagSet("accept", c.stderr)
+	all := fs.Bool("all", false, "apply every quarantined file")
+	var codeDirs multiFlag
+	fs.Var(&codeDirs, "code-dir", "a code `dir` (repeatable; default: the git top level, else the current directory)")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return c.fail(err)
+	}
+	dirs := []string(codeDirs)
+	if len(dirs) == 0 {
+		if top := session.GitTop(cwd); top != "" {
+			dirs = []string{top}
+		} else {
+			dirs = []string{cwd}
+		}
+	}
+	names := fs.Args()
+	applied := 0
+	for _, d := range dirs {
+		d, err := filepath.Abs(d)
+		if err != nil {
+			return c.fail(err)
+		}
+		list, err := sbxsync.Quarantined(d)
+		if err != nil {
+			return c.fail(fmt.Errorf("read the quarantine of %s: %w", d, err))
+		}
+		for _, rel := range list {
+			want := *all
+			for _, n := range names {
+				if n == rel || n == filepath.Join(d, rel) {
+					want = true
+				}
+			}
+			if !want {
+				if len(names) == 0 {
+					fmt.Fprintf(c.stdout, "%s (review %s)\n", filepath.Join(d, rel), filepath.Join(d, sbxsync.QuarantineDir, rel))
+				}
+				continue
+			}
+			if err := sbxsync.Accept(d, rel); err != nil {
+				return c.fail(err)
+			}
+			applied++
+			fmt.Fprintf(c.stdout, "accepted %s\n", filepath.Join(d, rel))
+		}
+	}
+	if len(names) > 0 && applied < len(names) {
+		return c.fail(fmt.Errorf("%d of the named files are not in quarantine (sbx accept lists them)", len(names)-applied))
+	}
 	return 0
 }

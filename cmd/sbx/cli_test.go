@@ -479,3 +479,27 @@ func TestRoute(t *testing.T) {
 		}
 	}
 }
+
+func TestQuarantineAndAccept(t *testing.T) {
+	w := newWorld(t)
+	r := w.sbx(t, w.code, "exec", "--", "mkdir -p .claude && echo '{\"hooks\":1}' > .claude/settings.json")
+	if r.code != 0 || !strings.Contains(r.stderr, "quarantined") {
+		t.Fatalf("exec: %d %q", r.code, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(w.code, ".claude/settings.json")); err == nil {
+		t.Fatal("protected file reached the host")
+	}
+	r = w.sbx(t, w.code, "accept")
+	if r.code != 0 || !strings.Contains(r.stdout, ".claude/settings.json") {
+		t.Fatalf("accept list: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r := w.sbx(t, w.code, "accept", "nope"); r.code != 125 {
+		t.Fatalf("accepting a missing file: %d", r.code)
+	}
+	if r := w.sbx(t, w.code, "accept", ".claude/settings.json"); r.code != 0 {
+		t.Fatalf("accept: %d %q", r.code, r.stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(w.code, ".claude/settings.json")); !strings.Contains(string(b), "hooks") {
+		t.Fatalf("accepted file: %q", b)
+	}
+}
