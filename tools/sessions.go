@@ -1,0 +1,523 @@
+package tools
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sbx-sh/sbx/sandbox"
+	"github.com/sbx-sh/sbx/session"
+)
+
+// Config is what the tools need from their process.
+type Config struct {
+	// Manager opens sbx sessions.
+	Manager *session.Manager
+	// Params sets up every session's sandbox (code dirs, network, limits).
+	// IdleTTL is also how long a session may sit unused before the tools
+	// release its sandbox (zero: never); the sandbox itself is told a little
+	// more, as a backstop should this process die.
+	Params session.Params
+	// StartDir is where the first bash command of a sandbox runs (the
+	// directory the agent was started in); empty means the first code dir.
+	StartDir string
+	// Key names the sbx session of a tool call. Nil means one session for
+	// the whole process, named DefaultName.
+	Key KeyFunc
+	// DefaultName names the single session when Key is nil.
+	DefaultName string
+	// Err, when set, is a setup problem (no usable code dir, bad config):
+	// every tool call fails with it, so the agent and its user see why, while
+	// the server still starts and answers.
+	Err error
+	// Log receives one line per tool call and per session event.
+	Log *slog.Logger
+	// SDKLog receives the MCP SDK's own logs (nil: none).
+	SDKLog *slog.Logger
+}
+
+// KeyFunc names the sbx session a tool call belongs to. Names must satisfy
+// session.CheckName; different clients must get different names.
+type KeyFunc func(req *mcp.CallToolRequest) (string, error)
+
+// SessionHeader names the request header that keys a client's session when
+// the protocol gives it no session id.
+const SessionHeader = "Sbx-Session"
+
+// HTTPKey keys HTTP clients by their MCP session id (else by their
+// Sbx-Session header), scoped to the bearer token they authenticated with, so
+// that two clients never share a sandbox and one token cannot reach another's.
+func HTTPKey(req *mcp.CallToolRequest) (string, error) {
+	scope := ""
+	if req.Extra != nil && req.Extra.TokenInfo != nil {
+		scope = req.Extra.TokenInfo.UserID
+	}
+	var id string
+	if req.Session != nil {
+		id = req.Session.ID()
+	}
+	if id != "" {
+		return hashName(scope, "mcp-session", id), nil
+	}
+	if req.Extra != nil && req.Extra.Header != nil {
+		if h := req.Extra.Header.Get(SessionHeader); h != "" {
+			return hashName(scope, "header", h), nil
+		}
+	}
+	return "", errors.New("this request has neither an Mcp-Session-Id nor an " + SessionHeader + " header, so sbx cannot tell which sandbox is yours: use a client that keeps an MCP session, or send " + SessionHeader + ": <any id of yours>")
+}
+
+func hashName(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return "mcp-" + hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// TokenScope is the non-secret name of a bearer token: the same token always
+// gives the same scope, and the scope does not reveal the token.
+func TokenScope(token string) string {
+	sum := sha256.Sum256([]byte("sbx-token\x00" + token))
+	return hex.EncodeToString(sum[:8])
+}
+
+// Sessions gives each client its own sbx session, opened on its first tool
+// call, released when the client goes away, on the release tool, when idle
+// for IdleTTL, and on Close.
+type Sessions struct {
+	cfg  Config
+	log  *slog.Logger
+	stop chan struct{}
+
+	mu      sync.Mutex
+	entries map[string]*entry
+	closed  bool
+	// dropping counts releases of entries already taken out of entries,
+	// for Close to wait on.
+	dropping sync.WaitGroup
+}
+
+// NewSessions starts the idle reaper; Close stops it and releases everything.
+func NewSessions(cfg Config) *Sessions {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	p := &Sessions{cfg: cfg, log: cfg.Log, stop: make(chan struct{}), entries: map[string]*entry{}}
+	if ttl := cfg.Params.IdleTTL; ttl > 0 {
+		go p.reap(ttl)
+	}
+	return p
+}
+
+// entry is one client's session and its background jobs.
+type entry struct {
+	p    *Sessions
+	name string
+
+	// progress is where the sandbox's own progress lines go: the call that
+	// is claiming it, if that call asked for progress.
+	progress atomic.Pointer[progress]
+
+	mu       sync.Mutex
+	sess     *session.Session // nil until first use, and after a release
+	jobs     map[string]*job
+	nextJob  int
+	active   int // calls in flight
+	lastUsed time.Time
+	notes    []string // for the next result
+	watching bool     // a goroutine waits for the client to go away
+	gone     bool     // dropped from the pool: a call must not reopen it
+}
+
+// ErrClosed means the server is shutting down.
+var ErrClosed = errors.New("sbx-mcp is shutting down")
+
+// call is one tool call's hold on its session.
+type call struct {
+	e     *entry
+	sess  *session.Session
+	notes []string
+	prog  *progress
+}
+
+// acquire finds or opens the caller's session and marks it in use until
+// done is called.
+func (p *Sessions) acquire(ctx context.Context, req *mcp.CallToolRequest) (*call, error) {
+	if p.cfg.Err != nil {
+		return nil, p.cfg.Err
+	}
+	name := p.cfg.DefaultName
+	if p.cfg.Key != nil {
+		var err error
+		if name, err = p.cfg.Key(req); err != nil {
+			return nil, err
+		}
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, ErrClosed
+	}
+	e := p.entries[name]
+	if e == nil {
+		e = &entry{p: p, name: name, jobs: map[string]*job{}}
+		p.entries[name] = e
+	}
+	p.mu.Unlock()
+
+	c, claiming, err := e.hold(ctx, req)
+	if err == nil && claiming {
+		// Sent without the lock: a slow client must not hold up other calls.
+		c.prog.send("claiming a sandbox for session " + name)
+	}
+	return c, err
+}
+
+// hold opens the entry's session if needed and marks it in use; claiming
+// says that this call's command will claim the sandbox.
+func (e *entry) hold(ctx context.Context, req *mcp.CallToolRequest) (c *call, claiming bool, err error) {
+	p := e.p
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.gone {
+		return nil, false, errors.New("this MCP session has ended")
+	}
+	if !e.watching && req != nil && req.Session != nil {
+		e.watching = true
+		go func(ss *mcp.ServerSession) {
+			ss.Wait()
+			p.drop(e, "the client disconnected")
+		}(req.Session)
+	}
+	prog := newProgress(ctx, req)
+	if e.sess == nil {
+		params := p.cfg.Params
+		if params.IdleTTL > 0 {
+			// The sandbox's own idle release is a backstop for a crashed
+			// sbx-mcp; the reaper here releases it first.
+			params.IdleTTL += 5 * time.Minute
+		}
+		params.Progress = func(msg string) {
+			if pr := e.progress.Load(); pr != nil {
+				pr.send(msg)
+			}
+		}
+		s, err := p.cfg.Manager.Open(ctx, e.name, params)
+		if err != nil {
+			return nil, false, fmt.Errorf("open sbx session %s: %w", e.name, err)
+		}
+		e.notes = append(e.notes, s.Notices()...)
+		e.sess = s
+		p.log.Info("session opened", "session", e.name)
+	}
+	c = &call{e: e, sess: e.sess, notes: e.notes, prog: prog}
+	e.notes = nil
+	claiming = !e.sess.Info().Claimed
+	if claiming {
+		e.progress.Store(prog)
+	}
+	e.active++
+	e.lastUsed = time.Now()
+	return c, claiming, nil
+}
+
+// done ends the call's hold on its session.
+func (c *call) done() {
+	e := c.e
+	e.progress.CompareAndSwap(c.prog, nil)
+	e.mu.Lock()
+	e.active--
+	e.lastUsed = time.Now()
+	e.mu.Unlock()
+}
+
+// firstDir is where a bash command starts until the session has recorded a
+// working directory of its own: the directory the agent started in.
+func (c *call) firstDir() string {
+	if c.sess.Info().Cwd != "" {
+		return ""
+	}
+	return c.e.p.cfg.StartDir
+}
+
+// cwd is where the next command of the session starts.
+func (c *call) cwd() string {
+	if d := c.sess.Info().Cwd; d != "" {
+		return d
+	}
+	return c.startDir()
+}
+
+// startDir is where a fresh session's commands start.
+func (c *call) startDir() string {
+	if d := c.e.p.cfg.StartDir; d != "" {
+		return d
+	}
+	if dirs := c.e.p.cfg.Params.CodeDirs; len(dirs) > 0 {
+		return dirs[0]
+	}
+	return "/"
+}
+
+// dirExists asks the sandbox whether dir is a directory.
+func (c *call) dirExists(ctx context.Context, dir string) bool {
+	res, err := c.sess.Exec(ctx, session.Run{Argv: []string{"/bin/sh", "-c", `[ -d "$1" ]`, "sbx", dir}, Dir: "/"})
+	return err == nil && res.ExitCode == 0
+}
+
+// failed looks at an engine error: a lost sandbox is dropped so that the
+// next call claims a new one, and the error says so.
+func (c *call) failed(err error) error {
+	switch {
+	case errors.Is(err, sandbox.ErrLost):
+		c.e.reset(c.sess, "")
+		return fmt.Errorf("%w; the next call claims a new sandbox (the working directory is reset, files outside the code dirs are gone)", err)
+	case errors.Is(err, session.ErrClosed):
+		return errors.New("the sandbox was released while this call ran (release tool, idle timeout or shutdown); call again to claim a new one")
+	}
+	return err
+}
+
+// reset forgets a session whose sandbox is gone and releases what is left.
+func (e *entry) reset(s *session.Session, note string) {
+	e.mu.Lock()
+	if e.sess != s {
+		e.mu.Unlock()
+		return
+	}
+	e.sess = nil
+	if note != "" {
+		e.notes = append(e.notes, note)
+	}
+	jobs := e.takeJobs()
+	e.mu.Unlock()
+	stopJobs(jobs)
+	if err := s.Release(context.Background()); err != nil {
+		e.p.log.Warn("release lost session", "session", e.name, "err", err)
+	}
+}
+
+func (e *entry) takeJobs() []*job {
+	var jobs []*job
+	for _, j := range e.jobs {
+		jobs = append(jobs, j)
+	}
+	e.jobs = map[string]*job{}
+	return jobs
+}
+
+// release stops the background jobs (their changes come back as they end),
+// then releases the sandbox. The next call opens a new session.
+func (e *entry) release(ctx context.Context, why string) error {
+	e.mu.Lock()
+	s := e.sess
+	e.sess = nil
+	jobs := e.takeJobs()
+	e.mu.Unlock()
+	stopJobs(jobs)
+	if s == nil {
+		return nil
+	}
+	err := s.Release(ctx)
+	e.p.log.Info("session released", "session", e.name, "why", why, "err", err)
+	return err
+}
+
+// drop releases the entry for good (its client is gone).
+func (p *Sessions) drop(e *entry, why string) {
+	p.mu.Lock()
+	if p.entries[e.name] != e {
+		p.mu.Unlock()
+		return // Close has it
+	}
+	delete(p.entries, e.name)
+	p.dropping.Add(1)
+	defer p.dropping.Done()
+	p.mu.Unlock()
+	e.mu.Lock()
+	e.gone = true
+	e.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e.release(ctx, why)
+}
+
+// Close releases every session (background jobs are stopped first, so what
+// they changed comes back) and refuses further calls.
+func (p *Sessions) Close(ctx context.Context) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	close(p.stop)
+	var entries []*entry
+	for _, e := range p.entries {
+		entries = append(entries, e)
+	}
+	p.entries = map[string]*entry{}
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	errs := make([]error, len(entries))
+	for i, e := range entries {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.mu.Lock()
+			e.gone = true
+			e.mu.Unlock()
+			errs[i] = e.release(ctx, "shutdown")
+		}()
+	}
+	wg.Wait()
+	p.dropping.Wait()
+	return errors.Join(errs...)
+}
+
+// reap releases sandboxes that have run nothing for ttl. The entry stays:
+// the client's next call claims a new sandbox and is told why.
+func (p *Sessions) reap(ttl time.Duration) {
+	tick := min(max(ttl/10, time.Second), time.Minute)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+		}
+		p.mu.Lock()
+		var idle []*entry
+		for _, e := range p.entries {
+			e.mu.Lock()
+			if e.sess != nil && e.active == 0 && !e.jobsRunning() && time.Since(e.lastUsed) > ttl {
+				idle = append(idle, e)
+			}
+			e.mu.Unlock()
+		}
+		p.mu.Unlock()
+		for _, e := range idle {
+			e.mu.Lock()
+			e.notes = append(e.notes, fmt.Sprintf("the previous sandbox was released after %s without use; this call claimed a new one (the working directory is back at the start, files outside the code dirs are gone)", ttl))
+			e.mu.Unlock()
+			e.release(context.Background(), "idle")
+		}
+	}
+}
+
+func (e *entry) jobsRunning() bool {
+	for _, j := range e.jobs {
+		select {
+		case <-j.done:
+		default:
+			return true
+		}
+	}
+	return false
+}
+
+// releaseTool is the release tool's work on the caller's session.
+func (p *Sessions) releaseSession(ctx context.Context, req *mcp.CallToolRequest) (bool, error) {
+	if p.cfg.Err != nil {
+		return false, p.cfg.Err
+	}
+	name := p.cfg.DefaultName
+	if p.cfg.Key != nil {
+		var err error
+		if name, err = p.cfg.Key(req); err != nil {
+			return false, err
+		}
+	}
+	p.mu.Lock()
+	e := p.entries[name]
+	p.mu.Unlock()
+	if e == nil {
+		return false, nil
+	}
+	e.mu.Lock()
+	had := e.sess != nil && e.sess.Info().Claimed
+	e.mu.Unlock()
+	return had, e.release(ctx, "release tool")
+}
+
+// progress sends progress notifications for one call that asked for them
+// (sent a progress token). A nil *progress sends nothing.
+type progress struct {
+	ctx   context.Context
+	ss    *mcp.ServerSession
+	token any
+	mu    sync.Mutex
+	n     float64
+}
+
+func newProgress(ctx context.Context, req *mcp.CallToolRequest) *progress {
+	if req == nil || req.Session == nil || req.Params == nil {
+		return nil
+	}
+	tok := req.Params.GetProgressToken()
+	if tok == nil {
+		return nil
+	}
+	return &progress{ctx: ctx, ss: req.Session, token: tok}
+}
+
+func (pr *progress) send(msg string) {
+	if pr == nil {
+		return
+	}
+	pr.mu.Lock()
+	pr.n++
+	n := pr.n
+	pr.mu.Unlock()
+	// A slow or gone client must not hold up the command.
+	ctx, cancel := context.WithTimeout(pr.ctx, 2*time.Second)
+	defer cancel()
+	pr.ss.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: pr.token, Progress: n, Message: msg})
+}
+
+// ticker sends "msg (Ns)" every interval until the returned stop is called.
+func (pr *progress) ticker(interval time.Duration, msg string) (stop func()) {
+	if pr == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	start := time.Now()
+	go func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-pr.ctx.Done():
+				return
+			case <-t.C:
+				pr.send(fmt.Sprintf("%s (%ds)", msg, int(time.Since(start).Seconds())))
+			}
+		}
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { close(done) }) }
+}
+
+// notesText renders notes for the end of a result.
+func notesText(notes []string) string {
+	var b strings.Builder
+	for _, n := range notes {
+		b.WriteString("\nNote: ")
+		b.WriteString(n)
+	}
+	return b.String()
+}

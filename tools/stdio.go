@@ -1,0 +1,175 @@
+package tools
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// MaxMessageBytes bounds one JSON-RPC message on stdio.
+const MaxMessageBytes = 32 << 20
+
+// StdioTransport is newline-delimited JSON-RPC over a reader and a writer
+// (the process's stdin and stdout) that survives bad input: a line that is
+// not JSON, not a JSON-RPC message, a batch, or over MaxMessageBytes is
+// answered with a JSON-RPC error and skipped, where the SDK's own stdio
+// transport would end the connection. The connection ends when In does.
+type StdioTransport struct {
+	In  io.Reader
+	Out io.Writer
+}
+
+// Connect implements mcp.Transport.
+func (t *StdioTransport) Connect(context.Context) (mcp.Connection, error) {
+	c := &stdioConn{out: t.Out, incoming: make(chan readResult), closed: make(chan struct{})}
+	go c.readLoop(bufio.NewReaderSize(t.In, 64<<10))
+	return c, nil
+}
+
+type readResult struct {
+	msg jsonrpc.Message
+	err error
+}
+
+type stdioConn struct {
+	out       io.Writer
+	wmu       sync.Mutex
+	incoming  chan readResult
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+func (c *stdioConn) SessionID() string { return "" }
+
+func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-c.closed:
+		return nil, io.EOF
+	case r := <-c.incoming:
+		return r.msg, r.err
+	}
+}
+
+func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	data, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		return err
+	}
+	return c.writeLine(data)
+}
+
+func (c *stdioConn) writeLine(data []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_, err := c.out.Write(append(data, '\n'))
+	return err
+}
+
+func (c *stdioConn) Close() error {
+	c.closeOnce.Do(func() { close(c.closed) })
+	return nil
+}
+
+func (c *stdioConn) deliver(r readResult) bool {
+	select {
+	case c.incoming <- r:
+		return true
+	case <-c.closed:
+		return false
+	}
+}
+
+func (c *stdioConn) readLoop(r *bufio.Reader) {
+	for {
+		line, tooLong, err := readLine(r, MaxMessageBytes)
+		if tooLong {
+			c.reject(nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf("message of over %d bytes refused: the limit is %d bytes", MaxMessageBytes, MaxMessageBytes))
+		} else if len(bytes.TrimSpace(line)) > 0 {
+			if msg, ok := c.decode(line); ok && !c.deliver(readResult{msg: msg}) {
+				return
+			}
+		}
+		if err != nil {
+			c.deliver(readResult{err: err})
+			return
+		}
+	}
+}
+
+// decode parses one line, answering what cannot be served with an error.
+func (c *stdioConn) decode(line []byte) (jsonrpc.Message, bool) {
+	line = bytes.TrimSpace(line)
+	if !json.Valid(line) {
+		c.reject(nil, jsonrpc.CodeParseError, "parse error: the message is not valid JSON")
+		return nil, false
+	}
+	if line[0] == '[' {
+		c.reject(nil, jsonrpc.CodeInvalidRequest, "JSON-RPC batches are not supported: send one message per line")
+		return nil, false
+	}
+	msg, err := jsonrpc.DecodeMessage(line)
+	if err != nil {
+		var probe struct {
+			ID json.RawMessage `json:"id"`
+		}
+		json.Unmarshal(line, &probe)
+		c.reject(probe.ID, jsonrpc.CodeInvalidRequest, "invalid JSON-RPC message: "+err.Error())
+		return nil, false
+	}
+	return msg, true
+}
+
+// reject answers a message that cannot be served. Its id is echoed when it
+// is a valid one, else null, as JSON-RPC asks.
+func (c *stdioConn) reject(rawID json.RawMessage, code int64, msg string) {
+	var id any
+	if len(rawID) > 0 {
+		var v any
+		if json.Unmarshal(rawID, &v) == nil {
+			switch v := v.(type) {
+			case string:
+				id = v
+			case float64:
+				if v == float64(int64(v)) {
+					id = int64(v)
+				}
+			}
+		}
+	}
+	resp := struct {
+		JSONRPC string         `json:"jsonrpc"`
+		ID      any            `json:"id"`
+		Error   *jsonrpc.Error `json:"error"`
+	}{"2.0", id, &jsonrpc.Error{Code: code, Message: msg}}
+	data, _ := json.Marshal(resp)
+	c.writeLine(data)
+}
+
+// readLine reads up to a newline; a line over max is read to its end and
+// dropped.
+func readLine(r *bufio.Reader, max int) (line []byte, tooLong bool, err error) {
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if !tooLong {
+			if len(line)+len(chunk) > max {
+				tooLong, line = true, nil
+			} else {
+				line = append(line, chunk...)
+			}
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return line, tooLong, err
+	}
+}
