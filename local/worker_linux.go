@@ -163,7 +163,9 @@ func runOne(c *conn, req *workerExec, files []*os.File) reply {
 		}
 		if err == nil {
 			if push, ok := stdio["push"]; ok {
-				err = helper.Apply(push)
+				if err = helper.Apply(push); err == nil {
+					err = sbxsync.ExpectEnd(push)
+				}
 			} else {
 				err = errors.New("no push stream")
 			}

@@ -209,7 +209,9 @@ func (hd *helperDir) save() error {
 	return nil
 }
 
-// Apply reads one patch per code dir from push and applies it. A sandbox file
+// Apply reads one patch per code dir from push and applies it. It reads
+// nothing past the last patch's end (the caller checks with ExpectEnd when
+// the stream should end there). A sandbox file
 // that changed since the last sync (a background job wrote it) and that the
 // host's patch replaces is first saved beside as NAME.sbx-conflict.
 func (h *Helper) Apply(push io.Reader) error {
@@ -263,7 +265,9 @@ func (h *Helper) Apply(push io.Reader) error {
 			}
 		}
 	}
-	return ExpectEnd(push)
+	// Nothing is read past the last patch: on a remote backend's stream the
+	// command's own stdin follows.
+	return nil
 }
 
 // sameIgnoringHash compares what a cheap stat can tell.

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/sbx-sh/sbx/config"
+	"github.com/sbx-sh/sbx/inpod"
 	"github.com/sbx-sh/sbx/local"
 	"github.com/sbx-sh/sbx/router"
 	"github.com/sbx-sh/sbx/sandbox"
@@ -47,6 +48,7 @@ func versionString() string {
 
 func main() {
 	local.Main() // a sandbox init re-executes this binary
+	inpod.Main() // so does a remote sandbox's helper
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 

@@ -6,10 +6,12 @@ import (
 	"context"
 	"os"
 
+	"github.com/sbx-sh/sbx/inpod"
 	"github.com/sbx-sh/sbx/local"
 )
 
 func main() {
 	local.Main() // a sandbox init re-executes this binary
+	inpod.Main() // so does a remote sandbox's helper
 	os.Exit(run(context.Background(), os.Args[1:]))
 }

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package inpod
+
+func setSubreaper() error { return nil }
