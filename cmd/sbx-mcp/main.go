@@ -140,6 +140,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			CodeDirs: codes, Network: sandbox.Network(cfg.Network),
 			Limits:  sandbox.Limits{MemoryBytes: cfg.Memory, Pids: cfg.Pids},
 			IdleTTL: cfg.IdleTTL, HostCommands: hostCommands, Exclude: cfg.Exclude,
+			ForwardEnv: cfg.ForwardEnv, EnvSkip: cfg.EnvSkip, SyncPaths: append(append([]string{}, cfg.SyncPaths...), cfg.TaskFiles...),
 		},
 	}
 
