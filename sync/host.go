@@ -234,8 +234,8 @@ func (r *Round) ReadPull(rd io.Reader) error {
 	if err == nil {
 		err = ExpectEnd(tee)
 	}
-	if err == nil {
-		err = f.Sync()
+	if err == nil && items > 0 {
+		err = f.Sync() // the spool is the journal of an interrupted pull
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
