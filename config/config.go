@@ -124,6 +124,23 @@ type Sources struct {
 	Env []string
 }
 
+// LoadProject loads the configuration with the project's file: the first
+// .sbx.toml found in dirs (the current directory, then the git top level;
+// empty entries are skipped).
+func LoadProject(dirs ...string) (Config, error) {
+	project := ""
+	for _, d := range dirs {
+		if d == "" {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(d, ".sbx.toml")); err == nil {
+			project = filepath.Join(d, ".sbx.toml")
+			break
+		}
+	}
+	return Load(Sources{ProjectFile: project})
+}
+
 // UserFile returns the default path of the user's config file.
 func UserFile() string {
 	if d := os.Getenv("XDG_CONFIG_HOME"); d != "" {

@@ -139,11 +139,7 @@ func hashIn(r *os.Root, p string) (string, error) {
 		return "", err
 	}
 	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)[:16]), nil
+	return hashReader(f)
 }
 
 // notExist: nothing is there, also when a parent is no longer a directory.

@@ -277,17 +277,7 @@ func setup(codeDirFlags []string, net bool, idle string) (config.Config, string,
 		cwd = real
 	}
 	top := session.GitTop(cwd)
-	project := ""
-	for _, d := range []string{cwd, top} {
-		if d == "" {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(d, ".sbx.toml")); err == nil {
-			project = filepath.Join(d, ".sbx.toml")
-			break
-		}
-	}
-	cfg, err := config.Load(config.Sources{ProjectFile: project})
+	cfg, err := config.LoadProject(cwd, top)
 	if err != nil {
 		return cfg, "", nil, err
 	}
