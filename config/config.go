@@ -25,7 +25,8 @@ import (
 
 // Config is everything sbx can be told.
 type Config struct {
-	// Backend is "local" (the embedded sandbox).
+	// Backend is "local" (the embedded sandbox) or "cluster" (Kubernetes with
+	// agent-sandbox; its own settings are AGENT_SANDBOX_* variables).
 	Backend string
 	// Network is "none" (loopback only) or "host" (share the host network).
 	Network string
@@ -419,8 +420,8 @@ func lineOf(raw []byte, key string) int {
 }
 
 func checkBackend(s string) error {
-	if s != "local" {
-		return fmt.Errorf("unknown backend %q (this build has: local)", s)
+	if s != "local" && s != "cluster" {
+		return fmt.Errorf("unknown backend %q (local or cluster)", s)
 	}
 	return nil
 }

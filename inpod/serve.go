@@ -96,6 +96,11 @@ func Serve(in io.Reader, out io.Writer) int {
 		return fail(127, false, err)
 	}
 	cmd.Env, cmd.Dir = h.Env, h.Dir
+	for _, kv := range h.Env {
+		if home, ok := strings.CutPrefix(kv, "HOME="); ok && home != "" {
+			os.MkdirAll(home, 0o700) // an image without the sandbox user's home
+		}
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if h.Stdin {
 		cmd.Stdin = br

@@ -94,7 +94,8 @@ func (s *Session) installGitConfig(ctx context.Context, sb sandbox.Sandbox) erro
 	if !s.gitcfg.global {
 		kvs, err := hostenv.ReadGlobalConfig(ctx)
 		if err := write(sandboxHome+"/.gitconfig", render(kvs, err, hostenv.FilterGlobal, "global")); err != nil {
-			return err
+			// Not fatal: the sandbox's git just has no identity then.
+			s.note(fmt.Sprintf("git config: %v", err))
 		}
 		s.gitcfg.global = true
 	}

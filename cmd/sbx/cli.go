@@ -35,7 +35,7 @@ const (
 const usage = `usage: sbx <command> [flags]
 
 commands:
-  exec [--session NAME] [--keep] [--timeout DURATION] [--net] [--code-dir DIR]... -- COMMAND...
+  exec [--session NAME] [--keep] [--timeout DURATION] [--net] [--code-dir DIR]... [--backend B] -- COMMAND...
                  run COMMAND (a shell command line) in the session's sandbox
   shell [--session NAME] [--keep] [--net] [--code-dir DIR]...
                  an interactive shell in the session's sandbox
@@ -47,6 +47,12 @@ commands:
   accept [--all] [--code-dir DIR]... [PATH...]
                  list the sandbox's changes to protected files (agent and editor
                  settings) waiting in .sbx/quarantine, or apply the ones named
+  doctor [--backend local|cluster]
+                 check everything a first run needs, one line per check
+  pool render ... / kubeconfig ...
+                 the cluster backend's operator kit (see docs/cluster.md)
+  ls --backend cluster / release --backend cluster (--session K | --all)
+                 this user's claims on the cluster
   version        print sbx's version
 
 Exit status of exec: the command's own; 124 when it timed out; 125 when sbx
@@ -89,13 +95,25 @@ func run(ctx context.Context, args []string) int {
 	case "shell":
 		return c.exec(ctx, args[1:], true)
 	case "release":
+		if rest, ok := clusterFlag(args[1:]); ok {
+			return c.clusterRelease(ctx, rest)
+		}
 		return c.release(ctx, args[1:])
 	case "ls", "list":
+		if rest, ok := clusterFlag(args[1:]); ok {
+			return c.clusterList(ctx, rest)
+		}
 		return c.list(ctx, args[1:])
 	case "route":
 		return c.route(args[1:])
 	case "accept":
 		return c.accept(args[1:])
+	case "doctor":
+		return c.doctor(ctx, args[1:])
+	case "pool":
+		return c.pool(ctx, args[1:])
+	case "kubeconfig":
+		return c.kubeconfig(ctx, args[1:])
 	case "version", "--version":
 		fmt.Fprintf(c.stdout, "sbx %s\n", versionString())
 		return 0
@@ -105,6 +123,20 @@ func run(ctx context.Context, args []string) int {
 	}
 	fmt.Fprintf(c.stderr, "sbx: error: unknown command %q\n%s", args[0], usage)
 	return exitUsage
+}
+
+// clusterFlag finds "--backend cluster" (or --backend=cluster) in args and
+// returns the rest; ok is false when it is not there.
+func clusterFlag(args []string) (rest []string, ok bool) {
+	for i := 0; i < len(args); i++ {
+		switch {
+		case args[i] == "--backend" && i+1 < len(args) && args[i+1] == "cluster":
+			return append(append([]string{}, args[:i]...), args[i+2:]...), true
+		case args[i] == "--backend=cluster":
+			return append(append([]string{}, args[:i]...), args[i+1:]...), true
+		}
+	}
+	return args, false
 }
 
 // fail prints a one-line reason (and an optional hint) and returns 125.
@@ -144,7 +176,7 @@ type env struct {
 	mgr          *session.Manager
 }
 
-func (c *cli) setup(codeDirFlags []string, net bool, timeout string, hostCommands []string) (*env, error) {
+func (c *cli) setup(codeDirFlags []string, net bool, timeout string, hostCommands []string, backend string) (*env, error) {
 	cwd, err := os.Getwd()
 	if err != nil {
 		return nil, fmt.Errorf("find the current directory: %w", err)
@@ -167,6 +199,11 @@ func (c *cli) setup(codeDirFlags []string, net bool, timeout string, hostCommand
 	}
 	if hostCommands != nil {
 		cfg.HostCommands = hostCommands
+	}
+	if backend != "" {
+		if err := cfg.Set("backend", backend); err != nil {
+			return nil, &config.Error{Source: "flags", Key: "--backend", Msg: err.Error()}
+		}
 	}
 	prefixes, err := router.ParsePrefixes(cfg.HostCommands)
 	if err != nil {
@@ -200,11 +237,19 @@ func (c *cli) setup(codeDirFlags []string, net bool, timeout string, hostCommand
 	if !inside {
 		return nil, fmt.Errorf("the current directory %s is not inside a code dir (%s): cd into one, or pass --code-dir", cwd, strings.Join(codeDirs, ", "))
 	}
-	if cfg.Backend != "local" {
-		return nil, fmt.Errorf("backend %q is not available in this build", cfg.Backend)
+	prov, err := c.provider(cfg.Backend)
+	if err != nil {
+		return nil, err
 	}
-	prov := &local.Provider{Version: versionString()}
 	return &env{cfg: cfg, codeDirs: codeDirs, cwd: cwd, hostCommands: prefixes, mgr: session.NewManager(root, prov, c.log)}, nil
+}
+
+// provider is the configured backend.
+func (c *cli) provider(backend string) (sandbox.Provider, error) {
+	if backend == "cluster" {
+		return newClusterProvider(c.log)
+	}
+	return &local.Provider{Version: versionString()}, nil
 }
 
 func (c *cli) exec(ctx context.Context, args []string, shell bool) int {
@@ -220,6 +265,7 @@ func (c *cli) exec(ctx context.Context, args []string, shell bool) int {
 	var codeDirs, hostCommands multiFlag
 	fs.Var(&codeDirs, "code-dir", "a code `dir` to sync with the sandbox (repeatable; default: the git top level, else the current directory)")
 	fs.Var(&hostCommands, "host-command", "a command `prefix` that runs on the host (repeatable; replaces the default list)")
+	backend := fs.String("backend", "", "`local` or `cluster` (default: the config's backend)")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
@@ -236,7 +282,7 @@ func (c *cli) exec(ctx context.Context, args []string, shell bool) int {
 		fmt.Fprintf(c.stderr, "sbx: error: sbx shell needs a terminal on its standard input; use sbx exec -- COMMAND for scripts\n")
 		return exitUsage
 	}
-	e, err := c.setup(codeDirs, *net, *timeout, hostCommands.list())
+	e, err := c.setup(codeDirs, *net, *timeout, hostCommands.list(), *backend)
 	if err != nil {
 		return c.fail(err)
 	}

@@ -1,0 +1,530 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	discoveryfake "k8s.io/client-go/discovery/fake"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"sigs.k8s.io/yaml"
+
+	"github.com/sbx-sh/sbx/sandbox"
+)
+
+func TestLabelValue(t *testing.T) {
+	long := strings.Repeat("a", 64)
+	cases := []struct {
+		name, in string
+		same     bool
+	}{
+		{"plain key stays", "demo", true},
+		{"dots and dashes stay", "my.session-1_x", true},
+		{"63 chars stay", long[:63], true},
+		{"64 chars hashed", long, false},
+		{"slash hashed", "proj/feature", false},
+		{"space hashed", "a b", false},
+		{"leading dash hashed", "-x", false},
+		{"empty hashed", "", false},
+		{"unicode hashed", "café", false},
+	}
+	for _, c := range cases {
+		got := LabelValue(c.in)
+		if (got == c.in) != c.same {
+			t.Errorf("%s: LabelValue(%q) = %q", c.name, c.in, got)
+		}
+		if !c.same && (len(got) != 42 || !strings.HasPrefix(got, "h-")) {
+			t.Errorf("%s: hashed value %q is not h-<40 hex>", c.name, got)
+		}
+		if LabelValue(c.in) != got {
+			t.Errorf("%s: not deterministic", c.name)
+		}
+	}
+	if g := claimGenerateName("John.Doe@EXAMPLE"); g != "sbx-john-doeexample-" {
+		t.Errorf("claimGenerateName = %q", g)
+	}
+	if g := claimGenerateName("@@@"); g != "sbx-" {
+		t.Errorf("claimGenerateName(@@@) = %q", g)
+	}
+}
+
+func TestChooseVersion(t *testing.T) {
+	cases := []struct {
+		name   string
+		served []string
+		want   string
+		ok     bool
+	}{
+		{"v0.1.1 controller", []string{"v1alpha1"}, "v1alpha1", true},
+		{"newer controller", []string{"v1beta1"}, "v1beta1", true},
+		{"both served: prefer v1beta1", []string{"v1alpha1", "v1beta1"}, "v1beta1", true},
+		{"unknown only", []string{"v2"}, "", false},
+		{"nothing served", nil, "", false},
+	}
+	for _, c := range cases {
+		got, ok := chooseVersion(c.served)
+		if got != c.want || ok != c.ok {
+			t.Errorf("%s: got %q %v", c.name, got, ok)
+		}
+	}
+}
+
+func TestLoadConfig(t *testing.T) {
+	env := map[string]string{}
+	get := func(k string) string { return env[k] }
+	c, err := LoadConfig(get)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Namespace != "sbx" || c.ClaimTimeout != 180*time.Second || c.IdleTTL != 1800*time.Second || c.Persistent || c.Owner == "" {
+		t.Errorf("defaults: %+v", c)
+	}
+	env = map[string]string{EnvNamespace: "team", EnvPool: "p", EnvClaimTimeout: "30", EnvIdleTTL: "2m", EnvPersistent: "true", EnvKubeconfig: "/x"}
+	c, err = LoadConfig(get)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Namespace != "team" || c.Pool != "p" || c.ClaimTimeout != 30*time.Second || c.IdleTTL != 2*time.Minute || !c.Persistent || c.KubeconfigPath() != "/x" {
+		t.Errorf("from env: %+v", c)
+	}
+	for _, bad := range []map[string]string{{EnvClaimTimeout: "-1"}, {EnvIdleTTL: "soon"}, {EnvPersistent: "maybe"}} {
+		env = bad
+		if _, err := LoadConfig(get); err == nil {
+			t.Errorf("%v: no error", bad)
+		}
+	}
+	// an unreadable kubeconfig names itself
+	_, err = Config{Kubeconfig: filepath.Join(t.TempDir(), "missing.yaml")}.RESTConfig()
+	var ke *KubeconfigError
+	if !errors.As(err, &ke) || !strings.Contains(err.Error(), "missing.yaml") || !strings.Contains(err.Error(), EnvKubeconfig) {
+		t.Errorf("missing kubeconfig: %v", err)
+	}
+}
+
+func TestAPIErrorTranslation(t *testing.T) {
+	gr := schema.GroupResource{Group: GroupExtensions, Resource: "sandboxclaims"}
+	forbidden := apierrors.NewForbidden(gr, "", errors.New(`User "system:serviceaccount:sbx:sbx" cannot create resource "sandboxclaims"`))
+	cases := []struct {
+		name   string
+		err    error
+		check  func(error) bool
+		substr []string
+	}{
+		{"forbidden names verb and resource", forbidden, func(e error) bool { var f *ForbiddenError; return errors.As(e, &f) },
+			[]string{"RBAC forbids create on sandboxclaims.extensions.agents.x-k8s.io", `namespace "sbx"`, "rbac.yaml"}},
+		{"unauthorized", apierrors.NewUnauthorized("no"), func(e error) bool { return errors.Is(e, ErrUnauthorized) }, []string{"credentials"}},
+		{"connection refused", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, func(e error) bool { var u *UnreachableError; return errors.As(e, &u) },
+			[]string{"https://127.0.0.1:6443 is unreachable"}},
+		{"collection 404 means CRDs missing", apierrors.NewNotFound(gr, ""), func(e error) bool { return errors.Is(e, ErrCRDsMissing) }, []string{"install agent-sandbox"}},
+		{"other errors wrapped with context", errors.New("boom"), func(e error) bool { return true }, []string{"create sandboxclaims.extensions.agents.x-k8s.io: boom"}},
+	}
+	for _, c := range cases {
+		got := apiError(c.err, "https://127.0.0.1:6443", "create", "sandboxclaims."+GroupExtensions, "sbx")
+		if !c.check(got) {
+			t.Errorf("%s: wrong type: %T %v", c.name, got, got)
+		}
+		for _, s := range c.substr {
+			if !strings.Contains(got.Error(), s) {
+				t.Errorf("%s: %q lacks %q", c.name, got, s)
+			}
+		}
+	}
+}
+
+func decodeDocs(t *testing.T, b []byte) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, doc := range strings.Split(string(b), "\n---\n") {
+		var m map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
+			t.Fatalf("bad YAML: %v\n%s", err, doc)
+		}
+		if m != nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func TestRenderPool(t *testing.T) {
+	b, err := RenderPool(PoolOptions{Tenant: "acme", Image: "registry.example/dev:1", CacheMount: "/cache", Replicas: 3, RuntimeClass: "gvisor", Memory: "2Gi"},
+		"--tenant", "acme", "evil\nkind: Secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := decodeDocs(t, b)
+	if len(docs) != 2 || docs[0]["kind"] != "SandboxTemplate" || docs[1]["kind"] != "SandboxWarmPool" {
+		t.Fatalf("docs: %v", docs)
+	}
+	tmpl := &unstructured.Unstructured{Object: docs[0]}
+	pool := &unstructured.Unstructured{Object: docs[1]}
+	str := func(u *unstructured.Unstructured, f ...string) any {
+		v, _, _ := unstructured.NestedFieldNoCopy(u.Object, f...)
+		return v
+	}
+	ps := []string{"spec", "podTemplate", "spec"}
+	checks := []struct {
+		name string
+		got  any
+		want any
+	}{
+		{"template name", tmpl.GetName(), "sbx-acme"},
+		{"namespace", tmpl.GetNamespace(), "sbx"},
+		{"runtime class", str(tmpl, append(ps, "runtimeClassName")...), "gvisor"},
+		{"no SA token", str(tmpl, append(ps, "automountServiceAccountToken")...), false},
+		{"no service links", str(tmpl, append(ps, "enableServiceLinks")...), false},
+		{"non-root", str(tmpl, append(ps, "securityContext", "runAsNonRoot")...), true},
+		{"uid", str(tmpl, append(ps, "securityContext", "runAsUser")...), float64(1000)},
+		{"cache hostPath under tenant dir", fmt.Sprint(str(tmpl, append(ps, "volumes")...)), "[map[hostPath:map[path:/var/lib/sbx/cache/acme type:Directory] name:cache]]"},
+		{"pool replicas", str(pool, "spec", "replicas"), float64(3)},
+		{"pool template ref", str(pool, "spec", "sandboxTemplateRef", "name"), "sbx-acme"},
+	}
+	for _, c := range checks {
+		if fmt.Sprint(c.got) != fmt.Sprint(c.want) {
+			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	ctrs, _, _ := unstructured.NestedSlice(tmpl.Object, append(ps, "containers")...)
+	c0 := ctrs[0].(map[string]any)
+	if lim := fmt.Sprint(c0["resources"]); !strings.Contains(lim, "memory:2Gi") {
+		t.Errorf("limits: %s", lim)
+	}
+	if !strings.Contains(string(b), "# Warm pool for tenant acme, rendered by: sbx pool render --tenant acme evilkind: Secret\n") {
+		t.Errorf("header comment not sanitized:\n%s", b)
+	}
+	// no cache, no runtime class: neither field appears
+	b, _ = RenderPool(PoolOptions{Tenant: "t", Image: "busybox"})
+	if strings.Contains(string(b), "hostPath") || strings.Contains(string(b), "runtimeClassName") {
+		t.Errorf("unexpected fields:\n%s", b)
+	}
+	bad := []PoolOptions{
+		{Tenant: "Acme", Image: "x"}, {Tenant: "a_b", Image: "x"}, {Tenant: "t"}, {Tenant: "t", Image: "a b"},
+		{Tenant: "t", Image: "x", Memory: "lots"}, {Tenant: "t", Image: "x", CacheMount: "rel/path"}, {Tenant: "t", Image: "x", Replicas: -1},
+		{Tenant: "t", Image: "x", CacheMount: "/"}, {Tenant: "t", Image: "x", RuntimeClass: "Bad Name"},
+	}
+	for _, o := range bad {
+		if _, err := RenderPool(o); err == nil {
+			t.Errorf("%+v: no error", o)
+		}
+	}
+}
+
+// The Role in deploy/rbac.yaml grants exactly RequiredAccess.
+func TestRBACMatchesRequiredAccess(t *testing.T) {
+	b, err := os.ReadFile("deploy/rbac.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var granted []string
+	kinds := map[string]bool{}
+	d := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(string(b)), 4096)
+	for {
+		var u unstructured.Unstructured
+		if err := d.Decode(&u.Object); err != nil {
+			break
+		}
+		kinds[u.GetKind()] = true
+		if u.GetKind() == "ClusterRole" || u.GetKind() == "ClusterRoleBinding" {
+			t.Errorf("rbac.yaml must not grant anything cluster-wide: %s", u.GetKind())
+		}
+		if u.GetKind() != "Role" {
+			continue
+		}
+		var role rbacv1.Role
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &role); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range role.Rules {
+			for _, g := range r.APIGroups {
+				for _, res := range r.Resources {
+					for _, v := range r.Verbs {
+						granted = append(granted, v+" "+res+"."+g)
+					}
+				}
+			}
+		}
+	}
+	var want []string
+	for _, a := range RequiredAccess {
+		r := a.Resource
+		if a.Subresource != "" {
+			r += "/" + a.Subresource
+		}
+		want = append(want, a.Verb+" "+r+"."+a.Group)
+	}
+	slices.Sort(granted)
+	slices.Sort(want)
+	if !slices.Equal(granted, want) {
+		t.Errorf("rbac.yaml grants\n%v\nRequiredAccess is\n%v", granted, want)
+	}
+	for _, k := range []string{"ServiceAccount", "Role", "RoleBinding"} {
+		if !kinds[k] {
+			t.Errorf("rbac.yaml lacks a %s", k)
+		}
+	}
+}
+
+// fakeCluster is a fake API server with agent-sandbox's resources and a
+// tiny controller that makes claims Ready.
+type fakeCluster struct {
+	kube *kubefake.Clientset
+	dyn  *dynamicfake.FakeDynamicClient
+	disc *discoveryfake.FakeDiscovery
+}
+
+var (
+	gvrClaims    = schema.GroupVersionResource{Group: GroupExtensions, Version: "v1alpha1", Resource: "sandboxclaims"}
+	gvrPools     = schema.GroupVersionResource{Group: GroupExtensions, Version: "v1alpha1", Resource: "sandboxwarmpools"}
+	gvrSandboxes = schema.GroupVersionResource{Group: GroupCore, Version: "v1alpha1", Resource: "sandboxes"}
+)
+
+func newFakeCluster(t *testing.T, extVersion string, objs ...runtime.Object) *fakeCluster {
+	kube := kubefake.NewSimpleClientset()
+	disc := kube.Discovery().(*discoveryfake.FakeDiscovery)
+	disc.Resources = []*metav1.APIResourceList{
+		{GroupVersion: GroupExtensions + "/" + extVersion, APIResources: []metav1.APIResource{{Name: "sandboxclaims", Namespaced: true, Kind: "SandboxClaim"}}},
+		{GroupVersion: GroupCore + "/v1alpha1", APIResources: []metav1.APIResource{{Name: "sandboxes", Namespaced: true, Kind: "Sandbox"}}},
+	}
+	lists := map[schema.GroupVersionResource]string{}
+	for _, g := range []schema.GroupVersionResource{gvrClaims, gvrPools, gvrSandboxes} {
+		for _, v := range []string{"v1alpha1", "v1beta1"} {
+			g.Version = v
+			lists[g] = map[string]string{"sandboxclaims": "SandboxClaimList", "sandboxwarmpools": "SandboxWarmPoolList", "sandboxes": "SandboxList"}[g.Resource]
+		}
+	}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), lists, objs...)
+	n := 0
+	dyn.PrependReactor("create", "sandboxclaims", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		u := a.(k8stesting.CreateAction).GetObject().(*unstructured.Unstructured)
+		if u.GetName() == "" {
+			n++
+			u.SetName(fmt.Sprintf("%s%05d", u.GetGenerateName(), n))
+			u.SetUID(types.UID(fmt.Sprintf("uid-%d", n)))
+			u.SetCreationTimestamp(metav1.Now())
+		}
+		return false, nil, nil
+	})
+	return &fakeCluster{kube: kube, dyn: dyn, disc: disc}
+}
+
+func pool(name, tmpl string, ready int64) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": GroupExtensions + "/v1alpha1", "kind": "SandboxWarmPool",
+		"metadata": map[string]any{"name": name, "namespace": "sbx"},
+		"spec":     map[string]any{"replicas": int64(2), "sandboxTemplateRef": map[string]any{"name": tmpl}},
+		"status":   map[string]any{"readyReplicas": ready},
+	}}
+}
+
+// controller makes the first unready claim Ready, creates its Sandbox
+// (annotated with a pool pod's name) and that pod.
+func (f *fakeCluster) controller(t *testing.T, ctx context.Context) {
+	go func() {
+		for ctx.Err() == nil {
+			list, err := f.dyn.Resource(gvrClaims).Namespace("sbx").List(ctx, metav1.ListOptions{})
+			if err == nil {
+				for _, c := range list.Items {
+					if st, _, _, _ := readyCondition(&c); st == "True" {
+						continue
+					}
+					podName := "pool-" + c.GetName()
+					f.kube.CoreV1().Pods("sbx").Create(ctx, &corev1.Pod{
+						ObjectMeta: metav1.ObjectMeta{Name: podName, Namespace: "sbx", Labels: map[string]string{labelClaimUID: string(c.GetUID())}},
+						Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "sandbox"}}},
+						Status:     corev1.PodStatus{Phase: corev1.PodRunning},
+					}, metav1.CreateOptions{})
+					f.dyn.Resource(gvrSandboxes).Namespace("sbx").Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+						"apiVersion": GroupCore + "/v1alpha1", "kind": "Sandbox",
+						"metadata": map[string]any{"name": c.GetName(), "namespace": "sbx", "annotations": map[string]any{annotPodName: podName}},
+					}}, metav1.CreateOptions{})
+					unstructured.SetNestedSlice(c.Object, []any{map[string]any{"type": "Ready", "status": "True", "reason": "DependenciesReady"}}, "status", "conditions")
+					unstructured.SetNestedField(c.Object, c.GetName(), "status", "sandbox", "Name")
+					f.dyn.Resource(gvrClaims).Namespace("sbx").Update(ctx, &c, metav1.UpdateOptions{})
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+}
+
+func TestClaimAttachRelease(t *testing.T) {
+	f := newFakeCluster(t, "v1alpha1", pool("p", "busybox", 2))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f.controller(t, ctx)
+	cfg := Config{Pool: "p", Owner: "alice", IdleTTL: time.Hour, ClaimTimeout: 10 * time.Second}
+	p := NewForClients(cfg, nil, f.kube, f.dyn, f.disc, nil)
+	dir := t.TempDir()
+	var progress []string
+	before := time.Now()
+	sb, err := p.Claim(ctx, sandbox.Spec{Name: "proj/feature x", StateDir: dir, Progress: func(s string) { progress = append(progress, s) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sb.(*Sandbox)
+	if !strings.HasPrefix(s.Pod(), "pool-sbx-alice-") || s.container != "sandbox" {
+		t.Errorf("pod %q container %q", s.Pod(), s.container)
+	}
+	if len(progress) == 0 {
+		t.Error("no progress reported")
+	}
+	c, err := f.dyn.Resource(gvrClaims).Namespace("sbx").Get(ctx, s.Claim(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := c.GetLabels()
+	if l[LabelOwner] != "alice" || l[LabelSession] != LabelValue("proj/feature x") || l[LabelManagedBy] != "sbx" || c.GetAnnotations()[AnnotSessionKey] != "proj/feature x" {
+		t.Errorf("labels %v annotations %v", l, c.GetAnnotations())
+	}
+	tmpl, _, _ := unstructured.NestedString(c.Object, "spec", "sandboxTemplateRef", "name")
+	pol, _, _ := unstructured.NestedString(c.Object, "spec", "lifecycle", "shutdownPolicy")
+	st, _, _ := unstructured.NestedString(c.Object, "spec", "lifecycle", "shutdownTime")
+	shut, _ := time.Parse(time.RFC3339, st)
+	if tmpl != "busybox" || pol != "Delete" || shut.Before(before.Add(59*time.Minute)) || shut.After(time.Now().Add(61*time.Minute)) {
+		t.Errorf("spec: template %q policy %q shutdown %v", tmpl, pol, shut)
+	}
+
+	// Renew moves shutdownTime
+	s.mu.Lock()
+	s.shutdown = time.Now().Add(time.Minute) // less than half the TTL left
+	s.lastRenew = time.Time{}
+	s.mu.Unlock()
+	if err := s.Renew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c, _ = f.dyn.Resource(gvrClaims).Namespace("sbx").Get(ctx, s.Claim(), metav1.GetOptions{})
+	st2, _, _ := unstructured.NestedString(c.Object, "spec", "lifecycle", "shutdownTime")
+	if t2, _ := time.Parse(time.RFC3339, st2); t2.Before(time.Now().Add(59 * time.Minute)) {
+		t.Errorf("renewed shutdownTime %s", st2)
+	}
+
+	// A new provider (restarted sbx) attaches through the state dir.
+	p2 := NewForClients(cfg, nil, f.kube, f.dyn, f.disc, nil)
+	sb2, err := p2.Attach(ctx, sandbox.Spec{Name: "proj/feature x", StateDir: dir})
+	if err != nil || sb2.(*Sandbox).Claim() != s.Claim() {
+		t.Fatalf("attach: %v", err)
+	}
+	// ... and, persistent, by label without the state dir
+	pcfg := cfg
+	pcfg.Persistent = true
+	p3 := NewForClients(pcfg, nil, f.kube, f.dyn, f.disc, nil)
+	sb3, err := p3.Attach(ctx, sandbox.Spec{Name: "proj/feature x", StateDir: t.TempDir()})
+	if err != nil || sb3.(*Sandbox).Claim() != s.Claim() {
+		t.Fatalf("persistent attach: %v", err)
+	}
+	if _, err := p2.Attach(ctx, sandbox.Spec{Name: "other", StateDir: t.TempDir()}); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("attach unknown: %v", err)
+	}
+	infos, err := p.List(ctx)
+	if err != nil || len(infos) != 1 || infos[0].Session != "proj/feature x" || !infos[0].Ready {
+		t.Errorf("list: %+v %v", infos, err)
+	}
+
+	if err := sb.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Release(ctx); err != nil {
+		t.Errorf("second release: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, stateFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("state file left: %v", err)
+	}
+	if _, err := f.dyn.Resource(gvrClaims).Namespace("sbx").Get(ctx, s.Claim(), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("claim not deleted: %v", err)
+	}
+	// the state of a claim that is gone is stale
+	writeState(dir, s.state())
+	var stale *sandbox.StaleError
+	if _, err := p2.Attach(ctx, sandbox.Spec{Name: "proj/feature x", StateDir: dir}); !errors.As(err, &stale) || !strings.Contains(err.Error(), "no longer exists") {
+		t.Errorf("attach after release: %v", err)
+	}
+}
+
+func TestClaimTimeoutSaysWhy(t *testing.T) {
+	f := newFakeCluster(t, "v1alpha1", pool("empty", "busybox", 0))
+	p := NewForClients(Config{Pool: "empty", Owner: "bob", ClaimTimeout: 300 * time.Millisecond}, nil, f.kube, f.dyn, f.disc, nil)
+	_, err := p.Claim(context.Background(), sandbox.Spec{Name: "s", StateDir: t.TempDir()})
+	var te *ClaimTimeoutError
+	if !errors.As(err, &te) {
+		t.Fatalf("want ClaimTimeoutError, got %v", err)
+	}
+	for _, s := range []string{`pool "empty"`, `namespace "sbx"`, "0 of 2 sandboxes ready", "conditions: none reported", "deleted it"} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("%q lacks %q", err, s)
+		}
+	}
+	list, _ := f.dyn.Resource(gvrClaims).Namespace("sbx").List(context.Background(), metav1.ListOptions{})
+	if len(list.Items) != 0 {
+		t.Errorf("claim not deleted after timeout: %d left", len(list.Items))
+	}
+}
+
+func TestClaimErrors(t *testing.T) {
+	f := newFakeCluster(t, "v1alpha1")
+	p := NewForClients(Config{Pool: "nope", Owner: "bob"}, nil, f.kube, f.dyn, f.disc, nil)
+	_, err := p.Claim(context.Background(), sandbox.Spec{Name: "s"})
+	var pe *PoolNotFoundError
+	if !errors.As(err, &pe) || !strings.Contains(err.Error(), `SandboxWarmPool "nope" not found in namespace "sbx"`) {
+		t.Errorf("missing pool: %v", err)
+	}
+	p = NewForClients(Config{Owner: "bob"}, nil, f.kube, f.dyn, f.disc, nil)
+	if _, err := p.Claim(context.Background(), sandbox.Spec{Name: "s"}); !errors.As(err, &pe) || !strings.Contains(err.Error(), EnvPool) {
+		t.Errorf("no pool configured: %v", err)
+	}
+	f.disc.Resources = nil
+	p = NewForClients(Config{Pool: "p"}, nil, f.kube, f.dyn, f.disc, nil)
+	if _, err := p.Claim(context.Background(), sandbox.Spec{Name: "s"}); !errors.Is(err, ErrCRDsMissing) {
+		t.Errorf("no CRDs: %v", err)
+	}
+	// RBAC denial on create names the verb and resource
+	f = newFakeCluster(t, "v1alpha1", pool("p", "busybox", 1))
+	f.dyn.PrependReactor("create", "sandboxclaims", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: GroupExtensions, Resource: "sandboxclaims"}, "", errors.New("denied"))
+	})
+	p = NewForClients(Config{Pool: "p"}, nil, f.kube, f.dyn, f.disc, nil)
+	var fe *ForbiddenError
+	if _, err := p.Claim(context.Background(), sandbox.Spec{Name: "s"}); !errors.As(err, &fe) || fe.Verb != "create" {
+		t.Errorf("forbidden: %v", err)
+	}
+}
+
+func TestClaimSpecV1beta1(t *testing.T) {
+	f := newFakeCluster(t, "v1beta1")
+	a, err := newAPI(nil, f.kube, f.dyn, f.disc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.ext != "v1beta1" {
+		t.Fatalf("chose %s", a.ext)
+	}
+	p := New(Config{Pool: "p"}, nil)
+	spec, err := p.claimSpec(a, pool("p", "busybox", 1), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref, _, _ := unstructured.NestedString(spec, "warmPoolRef", "name"); ref != "p" {
+		t.Errorf("v1beta1 spec: %v", spec)
+	}
+	if _, found, _ := unstructured.NestedFieldNoCopy(spec, "sandboxTemplateRef"); found {
+		t.Errorf("v1beta1 spec names a template: %v", spec)
+	}
+}

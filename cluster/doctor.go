@@ -1,0 +1,175 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Check is one line of sbx doctor: what was checked, whether it passed,
+// what was found, and what to do when it failed.
+type Check struct {
+	Name   string
+	OK     bool
+	Detail string
+	Fix    string
+}
+
+// Access is one RBAC permission sbx needs.
+type Access struct {
+	Verb, Group, Resource, Subresource string
+}
+
+func (a Access) String() string {
+	r := a.Resource
+	if a.Subresource != "" {
+		r += "/" + a.Subresource
+	}
+	if a.Group != "" {
+		r += "." + a.Group
+	}
+	return a.Verb + " " + r
+}
+
+// RequiredAccess is every permission sbx needs in its namespace, and
+// exactly what cluster/deploy/rbac.yaml grants (a test keeps them equal).
+var RequiredAccess = func() []Access {
+	var out []Access
+	for _, v := range []string{"create", "get", "list", "watch", "patch", "delete"} {
+		out = append(out, Access{Verb: v, Group: GroupExtensions, Resource: "sandboxclaims"})
+	}
+	for _, r := range []struct{ g, r string }{{GroupExtensions, "sandboxwarmpools"}, {GroupExtensions, "sandboxtemplates"}, {GroupCore, "sandboxes"}, {"", "pods"}} {
+		for _, v := range []string{"get", "list", "watch"} {
+			out = append(out, Access{Verb: v, Group: r.g, Resource: r.r})
+		}
+	}
+	// WebSocket exec is a GET that 1.35+ servers also authorize as create.
+	return append(out, Access{Verb: "get", Resource: "pods", Subresource: "exec"}, Access{Verb: "create", Resource: "pods", Subresource: "exec"})
+}()
+
+// Doctor checks, in order, everything a first claim needs: the kubeconfig,
+// the API server, agent-sandbox's CRDs and served versions, the pool and its
+// ready sandboxes, and every permission of RequiredAccess. Checks that
+// cannot run because an earlier one failed are not reported.
+func Doctor(ctx context.Context, cfg Config) []Check {
+	cfg = cfg.withDefaults()
+	var out []Check
+	add := func(c Check) bool { out = append(out, c); return c.OK }
+
+	rc, err := cfg.RESTConfig()
+	if !add(checkResult("kubeconfig", err, func() string {
+		p := cfg.KubeconfigPath()
+		if p == "" {
+			p = "client-go defaults"
+		}
+		return fmt.Sprintf("%s -> %s", p, rc.Host)
+	}, fmt.Sprintf("set %s to a readable kubeconfig (an operator writes one with sbx kubeconfig)", EnvKubeconfig))) {
+		return out
+	}
+	rc.Timeout = 10 * time.Second
+	kube, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		add(Check{Name: "kubeconfig", Detail: err.Error(), Fix: "fix the kubeconfig"})
+		return out
+	}
+	v, err := kube.Discovery().ServerVersion()
+	if err != nil {
+		err = apiError(err, rc.Host, "get", "/version", "")
+	}
+	if !add(checkResult("API server reachable", err, func() string { return rc.Host + " (Kubernetes " + v.GitVersion + ")" },
+		"start the cluster, or point the kubeconfig at the right server; check VPN/firewall")) {
+		return out
+	}
+	served, err := discoverServed(kube.Discovery())
+	if err == nil {
+		if _, ok := chooseVersion(served.Extensions); !ok {
+			err = fmt.Errorf("%s serves %v, %s serves %v; sbx speaks %v", GroupExtensions, served.Extensions, GroupCore, served.Core, knownVersions)
+		} else if _, ok := chooseVersion(served.Core); !ok {
+			err = fmt.Errorf("%s serves %v; sbx speaks %v", GroupCore, served.Core, knownVersions)
+		}
+	}
+	if !add(checkResult("agent-sandbox CRDs", err, func() string {
+		return fmt.Sprintf("%s %v, %s %v", GroupExtensions, served.Extensions, GroupCore, served.Core)
+	}, "install agent-sandbox (CRDs and controller with --extensions); see docs/cluster.md")) {
+		return out
+	}
+	p := New(cfg, nil)
+	p.newAPI = func(context.Context) (*api, error) { return newAPI(rc, kube, nil, kube.Discovery()) }
+	a, err := p.connect(ctx)
+	if err == nil {
+		a.dyn, err = dynamicFor(rc)
+	}
+	if err != nil {
+		add(Check{Name: "agent-sandbox CRDs", Detail: err.Error(), Fix: "see docs/cluster.md"})
+		return out
+	}
+	out = append(out, poolCheck(ctx, a, cfg))
+	for _, acc := range RequiredAccess {
+		out = append(out, accessCheck(ctx, kube, cfg.Namespace, acc))
+	}
+	return out
+}
+
+func checkResult(name string, err error, detail func() string, fix string) Check {
+	if err != nil {
+		return Check{Name: name, Detail: err.Error(), Fix: fix}
+	}
+	return Check{Name: name, OK: true, Detail: detail()}
+}
+
+func poolCheck(ctx context.Context, a *api, cfg Config) Check {
+	c := Check{Name: "warm pool"}
+	if cfg.Pool == "" {
+		c.Detail = "no pool configured"
+		c.Fix = fmt.Sprintf("set %s to a SandboxWarmPool in namespace %q (sbx pool render writes one)", EnvPool, cfg.Namespace)
+		return c
+	}
+	pool, err := a.pools(cfg.Namespace).Get(ctx, cfg.Pool, getOpts)
+	switch {
+	case apierrors.IsNotFound(err):
+		c.Detail = (&PoolNotFoundError{Pool: cfg.Pool, Namespace: cfg.Namespace}).Error()
+		c.Fix = "apply the pool (sbx pool render ... | kubectl apply -f -) or fix " + EnvPool + "/" + EnvNamespace
+		return c
+	case err != nil:
+		c.Detail = apiError(err, a.server, "get", "sandboxwarmpools."+GroupExtensions, cfg.Namespace).Error()
+		c.Fix = "see the RBAC checks below"
+		return c
+	}
+	ready, _, _ := unstructured.NestedInt64(pool.Object, "status", "readyReplicas")
+	want, _, _ := unstructured.NestedInt64(pool.Object, "spec", "replicas")
+	c.Detail = fmt.Sprintf("%s/%s: %d of %d sandboxes ready", cfg.Namespace, cfg.Pool, ready, want)
+	if ready > 0 {
+		c.OK = true
+		return c
+	}
+	c.Fix = "wait for the pool's pods (kubectl -n " + cfg.Namespace + " get pods), check their events, or raise spec.replicas"
+	return c
+}
+
+func accessCheck(ctx context.Context, kube kubernetes.Interface, ns string, acc Access) Check {
+	c := Check{Name: "RBAC " + acc.String()}
+	r, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: ns, Verb: acc.Verb, Group: acc.Group, Resource: acc.Resource, Subresource: acc.Subresource,
+		}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		c.Detail = err.Error()
+		c.Fix = "the API server refused a SelfSubjectAccessReview; check the credentials"
+		return c
+	}
+	if r.Status.Allowed {
+		c.OK, c.Detail = true, "allowed in namespace "+ns
+		return c
+	}
+	c.Detail = strings.TrimSpace("denied in namespace " + ns + " " + r.Status.Reason)
+	c.Fix = "apply cluster/deploy/rbac.yaml in namespace " + ns + " and use the kubeconfig sbx kubeconfig writes for its service account"
+	return c
+}

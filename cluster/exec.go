@@ -1,0 +1,451 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/remotecommand"
+
+	"github.com/sbx-sh/sbx/sandbox"
+)
+
+// How a command runs in the pod (pods/exec has no working directory, no
+// environment and no fd 3, and a killed stream does not kill the process):
+//
+// wrapperScript runs under the pod's /bin/sh (busybox ash is enough). It
+// starts the command in a session of its own (setsid; `set -m` where there is
+// none) with exactly cmd.Env plus SBX_EXEC_ID=<id> (env -i), in cmd.Dir,
+// with fd 3 going to a file, records the session id in
+// $TMPDIR/.sbx-exec/<id>.pid and waits. When the command has exited it kills
+// what the command left running (as the local backend's per-command pid
+// namespace does; it also keeps a leftover that holds stdout from stalling
+// the exec stream), then writes a marker (RS, a random token per command, RS)
+// and the fd 3 file to stdout. Exec splits that trailer off the stdout
+// stream (fd3Splitter) and hands it to cmd.Fd3. When cmd.Stdout and
+// cmd.Stderr are one writer, the wrapper merges stderr into stdout in the
+// pod, so their order is exact.
+//
+// A timeout or a cancellation runs killTree: a second exec of killScript.
+// Both use killFunc. It is the one place to swap for the in-sandbox sync
+// helper later.
+//
+// killFunc kills the process tree of a command, given its session id and
+// exec id: every process in the command's session, every process that still
+// carries the command's SBX_EXEC_ID in its environment (double-forked
+// daemons that left the session; only when the exec id is given: the
+// wrapper's cleanup after a normal exit skips that scan, which costs a
+// process, to keep a command's overhead low), and every descendant of
+// those, each stopped as it is found (so nothing forks away) and then
+// killed. It uses shell builtins but for that one grep.
+const killFunc = `sbx_kill() {
+  sid=$1
+  kill -STOP "$sid" 2>/dev/null
+  pids=" $sid "
+  [ -n "$2" ] && for e in $(grep -ls "SBX_EXEC_ID=$2" /proc/[0-9]*/environ 2>/dev/null); do
+    q=${e#/proc/}; q=${q%/environ}
+    kill -STOP "$q" 2>/dev/null; pids="$pids$q "
+  done
+  n=0
+  while [ $n -lt 10 ]; do
+    new=""
+    for p in /proc/[0-9]*; do
+      q=${p#/proc/}
+      case "$pids" in *" $q "*) continue ;; esac
+      read -r s <"$p/stat" 2>/dev/null || continue
+      s=${s##*\)}
+      set -- $s
+      hit=""
+      [ "$4" = "$sid" ] && hit=1
+      case "$pids" in *" $2 "*) hit=1 ;; esac
+      [ -n "$hit" ] && { kill -STOP "$q" 2>/dev/null; new="$new$q "; }
+    done
+    [ -n "$new" ] || break
+    pids="$pids$new"
+    n=$((n+1))
+  done
+  [ "$pids" = " $sid " ] || kill -KILL $pids 2>/dev/null
+}
+`
+
+const wrapperScript = killFunc + `id=$1 dir=$2 merge=$3 mark=$4; shift 4
+d=${TMPDIR:-/tmp}/.sbx-exec
+[ -d "$d" ] || { mkdir -p "$d"; chmod 700 "$d"; } 2>/dev/null
+f=$d/$id
+cd "$dir" || { printf '\036%s\036' "$mark"; exit 125; }
+[ "$merge" = 1 ] && exec 2>&1
+exec 4<&0
+if command -v setsid >/dev/null 2>&1; then
+  setsid env -i SBX_EXEC_ID="$id" "$@" <&4 3>"$f.fd3" 4<&- &
+else
+  set -m; env -i SBX_EXEC_ID="$id" "$@" <&4 3>"$f.fd3" 4<&- &
+fi
+pid=$!
+echo $pid >"$f.pid"
+exec 4<&-
+wait $pid; rc=$?
+sbx_kill $pid ""
+printf '\036%s\036' "$mark"
+[ -s "$f.fd3" ] && cat "$f.fd3"
+rm -f "$f.fd3" "$f.pid"
+exit $rc`
+
+// killScript kills the tree of the running command whose exec id is $1.
+const killScript = killFunc + `f=${TMPDIR:-/tmp}/.sbx-exec/$1.pid
+[ -r "$f" ] || exit 0
+read -r sid <"$f" || exit 0
+sbx_kill "$sid" "$1"
+exit 0`
+
+// ttyScript runs a command on the exec's terminal: in cmd.Dir with exactly
+// cmd.Env, as the session leader the runtime made it (so job control works).
+const ttyScript = `cd "$1" || exit 125; shift; exec env -i "$@"`
+
+func randomID() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Exec runs cmd in the sandbox's pod. See wrapperScript for how.
+func (s *Sandbox) Exec(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, error) {
+	if len(cmd.Argv) == 0 {
+		return sandbox.Result{}, errors.New("exec: empty argv")
+	}
+	s.mu.Lock()
+	released := s.released
+	s.mu.Unlock()
+	if released {
+		return sandbox.Result{}, fmt.Errorf("%w: sandbox %s was released", sandbox.ErrLost, s.claim)
+	}
+	if err := s.Renew(ctx); err != nil {
+		if errors.Is(err, sandbox.ErrLost) {
+			return sandbox.Result{}, err
+		}
+		s.p.log.Warn("renew claim", "claim", s.claim, "err", err)
+	}
+	if cmd.Sync != nil {
+		return s.execHelper(ctx, cmd)
+	}
+	dir := cmd.Dir
+	if dir == "" {
+		dir = "/"
+	}
+	start := time.Now()
+	if cmd.TTY != nil {
+		argv := append([]string{"/bin/sh", "-c", ttyScript, "sbx", dir}, cmd.Env...)
+		argv = append(argv, cmd.Argv...)
+		err := s.stream(ctx, argv, cmd.Stdin, cmd.Stdout, nil, cmd.TTY)
+		return s.result(ctx, err, start, false)
+	}
+
+	id, mark := randomID(), randomID()
+	merge := cmd.Stdout != nil && cmd.Stdout == cmd.Stderr
+	argv := []string{"/bin/sh", "-c", wrapperScript, "sbx", id, dir, boolArg(merge), mark}
+	argv = append(argv, cmd.Env...)
+	argv = append(argv, cmd.Argv...)
+	out := newFd3Splitter(orDiscard(cmd.Stdout), "\x1e"+mark+"\x1e")
+	var errw io.Writer
+	if !merge && cmd.Stderr != nil {
+		errw = cmd.Stderr
+	}
+
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var timedOut atomic.Bool
+	killDone := make(chan struct{})
+	if cmd.Timeout > 0 {
+		t := time.AfterFunc(cmd.Timeout, func() {
+			timedOut.Store(true)
+			defer close(killDone)
+			s.killTree(context.WithoutCancel(ctx), id)
+			// The stream ends when the wrapper exits; if it does not
+			// (connection trouble), stop waiting for it.
+			time.AfterFunc(10*time.Second, cancel)
+		})
+		defer t.Stop()
+	}
+	stopRenew := s.renewWhile(sctx)
+	err := s.stream(sctx, argv, cmd.Stdin, out, errw, nil)
+	stopRenew()
+	if timedOut.Load() {
+		<-killDone
+	}
+	if ctx.Err() != nil && !timedOut.Load() {
+		s.killTree(context.WithoutCancel(ctx), id)
+		return sandbox.Result{Duration: time.Since(start)}, ctx.Err()
+	}
+	out.Flush()
+	if cmd.Fd3 != nil {
+		cmd.Fd3.Write(out.Trailer())
+	}
+	if timedOut.Load() {
+		return sandbox.Result{ExitCode: sandbox.TimeoutExitCode, TimedOut: true, Signal: "SIGKILL", Duration: time.Since(start)}, nil
+	}
+	if !out.Found() && exitCode(err) != 125 {
+		// The stream ended before the wrapper finished (a pod killed under
+		// it can even end it cleanly): the outcome is unknown, and the
+		// command may still run; make sure it does not.
+		if err == nil {
+			err = errors.New("the exec stream ended before the command finished")
+		}
+		if lost := s.lost(ctx, err, !refusedBeforeStart(err)); lost != nil {
+			return sandbox.Result{Duration: time.Since(start)}, lost
+		}
+		s.killTree(context.WithoutCancel(ctx), id)
+		return sandbox.Result{Duration: time.Since(start)}, fmt.Errorf("exec in pod %s: %w (the command was killed)", s.pod, err)
+	}
+	return s.result(ctx, err, start, out.Found())
+}
+
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+func orDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}
+
+// exitCode returns the exit code an exec error carries, or -1.
+func exitCode(err error) int {
+	var ee interface{ ExitStatus() int }
+	if errors.As(err, &ee) {
+		return ee.ExitStatus()
+	}
+	return -1
+}
+
+func (s *Sandbox) result(ctx context.Context, err error, start time.Time, finished bool) (sandbox.Result, error) {
+	res := sandbox.Result{Duration: time.Since(start)}
+	if err == nil {
+		return res, nil
+	}
+	if code := exitCode(err); code >= 0 {
+		res.ExitCode = code
+		if code > 128 && code < 128+65 {
+			res.Signal = signalName(code - 128)
+		}
+		return res, nil
+	}
+	if lost := s.lost(ctx, err, !refusedBeforeStart(err)); lost != nil {
+		return res, lost
+	}
+	return res, apiError(err, s.a.server, "create", "pods/exec", s.ns)
+}
+
+// refusedBeforeStart reports whether an exec error came from the API server
+// refusing the request (the command never started) rather than from a
+// stream that broke while it ran.
+func refusedBeforeStart(err error) bool {
+	var se apierrors.APIStatus
+	return errors.As(err, &se) || strings.Contains(err.Error(), "unable to upgrade")
+}
+
+func signalName(n int) string {
+	names := map[int]string{1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 6: "SIGABRT", 9: "SIGKILL", 13: "SIGPIPE", 15: "SIGTERM"}
+	if s, ok := names[n]; ok {
+		return s
+	}
+	return "signal " + strconv.Itoa(n)
+}
+
+// renewWhile renews the claim in the background while a long command runs.
+func (s *Sandbox) renewWhile(ctx context.Context) (stop func()) {
+	every := s.ttl / 4
+	if every < renewMinInterval {
+		every = renewMinInterval
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := s.Renew(ctx); err != nil && ctx.Err() == nil {
+					s.p.log.Warn("renew claim", "claim", s.claim, "err", err)
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// killTree kills the process tree of the command with this id inside the
+// pod. This is the single place that knows how; the in-sandbox sync helper
+// replaces it when it exists.
+func (s *Sandbox) killTree(ctx context.Context, id string) {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	err := s.stream(ctx, []string{"/bin/sh", "-c", killScript, "sbx", id}, nil, &out, &out, nil)
+	if err != nil {
+		s.p.log.Warn("kill command tree", "pod", s.pod, "id", id, "err", err, "output", out.String())
+	}
+}
+
+// stream runs argv in the pod over pods/exec.
+func (s *Sandbox) stream(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer, tty *sandbox.TTY) error {
+	opts := &corev1.PodExecOptions{
+		Container: s.container, Command: argv,
+		Stdin: stdin != nil, Stdout: stdout != nil, Stderr: stderr != nil && tty == nil, TTY: tty != nil,
+	}
+	req := s.a.kube.CoreV1().RESTClient().Post().Resource("pods").Namespace(s.ns).Name(s.pod).
+		SubResource("exec").VersionedParams(opts, scheme.ParameterCodec)
+	so := remotecommand.StreamOptions{Stdin: stdin, Stdout: stdout, Tty: tty != nil}
+	if opts.Stderr {
+		so.Stderr = stderr
+	}
+	if tty != nil {
+		so.TerminalSizeQueue = newSizeQueue(ctx, tty)
+	}
+	return s.a.streamExec(ctx, req.URL(), so)
+}
+
+// streamExec speaks WebSocket (the v5 streaming protocol) and falls back to
+// SPDY when the server refuses the WebSocket upgrade, as client-go's
+// FallbackExecutor does, but builds the SPDY executor only when needed and
+// remembers that WebSocket failed, so later commands go straight to SPDY.
+func (a *api) streamExec(ctx context.Context, u *url.URL, so remotecommand.StreamOptions) error {
+	if a.rest == nil {
+		return errors.New("exec: no REST config (NewForClients needs one for Exec)")
+	}
+	if !a.spdyOnly.Load() {
+		ws, err := remotecommand.NewWebSocketExecutor(a.rest, "GET", u.String())
+		if err != nil {
+			return err
+		}
+		err = ws.StreamWithContext(ctx, so)
+		// A Role that grants pods/exec create but not get refuses the
+		// WebSocket GET; SPDY's POST needs only create.
+		if err == nil || !(httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err) || apierrors.IsForbidden(err)) {
+			return err
+		}
+		a.spdyOnly.Store(true)
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(a.rest, "POST", u)
+	if err != nil {
+		return err
+	}
+	return spdy.StreamWithContext(ctx, so)
+}
+
+// sizeQueue feeds a terminal's sizes to remotecommand: the first size, then
+// each resize, until ctx ends.
+type sizeQueue struct {
+	ctx   context.Context
+	first *remotecommand.TerminalSize
+	ch    <-chan sandbox.WindowSize
+}
+
+func newSizeQueue(ctx context.Context, t *sandbox.TTY) *sizeQueue {
+	q := &sizeQueue{ctx: ctx, ch: t.Resize}
+	if t.Size.Cols > 0 && t.Size.Rows > 0 {
+		q.first = &remotecommand.TerminalSize{Width: t.Size.Cols, Height: t.Size.Rows}
+	}
+	return q
+}
+
+func (q *sizeQueue) Next() *remotecommand.TerminalSize {
+	if f := q.first; f != nil {
+		q.first = nil
+		return f
+	}
+	if q.ch == nil {
+		<-q.ctx.Done()
+		return nil
+	}
+	select {
+	case <-q.ctx.Done():
+		return nil
+	case ws, ok := <-q.ch:
+		if !ok {
+			return nil
+		}
+		return &remotecommand.TerminalSize{Width: ws.Cols, Height: ws.Rows}
+	}
+}
+
+// fd3Splitter passes a stream through to w until a marker, and keeps what
+// follows the marker (the trailer) apart. It holds back only as many bytes
+// as could be the start of the marker.
+type fd3Splitter struct {
+	w       io.Writer
+	mark    []byte
+	held    []byte
+	found   bool
+	trailer bytes.Buffer
+}
+
+func newFd3Splitter(w io.Writer, mark string) *fd3Splitter {
+	return &fd3Splitter{w: w, mark: []byte(mark)}
+}
+
+func (f *fd3Splitter) Write(p []byte) (int, error) {
+	if f.found {
+		f.trailer.Write(p)
+		return len(p), nil
+	}
+	data := append(f.held, p...)
+	if i := bytes.Index(data, f.mark); i >= 0 {
+		f.found = true
+		f.held = nil
+		f.trailer.Write(data[i+len(f.mark):])
+		if _, err := f.w.Write(data[:i]); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	keep := 0
+	for k := min(len(f.mark)-1, len(data)); k > 0; k-- {
+		if bytes.HasSuffix(data, f.mark[:k]) {
+			keep = k
+			break
+		}
+	}
+	out := data[:len(data)-keep]
+	f.held = append([]byte(nil), data[len(data)-keep:]...)
+	if len(out) > 0 {
+		if _, err := f.w.Write(out); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
+// Flush writes out held bytes when the marker never came.
+func (f *fd3Splitter) Flush() {
+	if !f.found && len(f.held) > 0 {
+		f.w.Write(f.held)
+		f.held = nil
+	}
+}
+
+// Found reports whether the marker was seen, i.e. the wrapper finished.
+func (f *fd3Splitter) Found() bool { return f.found }
+
+// Trailer returns what followed the marker.
+func (f *fd3Splitter) Trailer() []byte { return f.trailer.Bytes() }

@@ -1,0 +1,668 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+
+	"github.com/sbx-sh/sbx/sandbox"
+)
+
+var klogOnce sync.Once
+
+// Provider claims sandboxes from an agent-sandbox warm pool.
+type Provider struct {
+	cfg Config
+	log *slog.Logger
+
+	mu  sync.Mutex
+	api *api
+	// newAPI, when set, replaces connect (tests).
+	newAPI func(ctx context.Context) (*api, error)
+}
+
+// New returns a Provider for cfg. It does not contact the cluster until it
+// is used. log may be nil.
+func New(cfg Config, log *slog.Logger) *Provider {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	// client-go logs through klog to stderr by default; sbx-mcp's stderr
+	// must carry only its own structured log, so klog goes there too.
+	klogOnce.Do(func() { klog.SetSlogLogger(log) })
+	return &Provider{cfg: cfg.withDefaults(), log: log}
+}
+
+// NewForClients returns a Provider that uses the given clients instead of
+// a kubeconfig (tests, and callers that already hold clients). rc is needed
+// only for Exec.
+func NewForClients(cfg Config, rc *rest.Config, kube kubernetes.Interface, dyn dynamic.Interface, d discovery.DiscoveryInterface, log *slog.Logger) *Provider {
+	p := New(cfg, log)
+	p.newAPI = func(context.Context) (*api, error) { return newAPI(rc, kube, dyn, d) }
+	return p
+}
+
+// Name returns "cluster".
+func (p *Provider) Name() string { return "cluster" }
+
+// Config returns the provider's configuration, defaults filled in.
+func (p *Provider) Config() Config { return p.cfg }
+
+func (p *Provider) connect(ctx context.Context) (*api, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.api != nil {
+		return p.api, nil
+	}
+	var a *api
+	var err error
+	if p.newAPI != nil {
+		a, err = p.newAPI(ctx)
+	} else {
+		a, err = connect(ctx, p.cfg)
+	}
+	if err != nil {
+		return nil, err
+	}
+	p.api = a
+	return a, nil
+}
+
+// state is what the host keeps about a claim, in <StateDir>/cluster.json.
+type state struct {
+	Version   int    `json:"version"`
+	Namespace string `json:"namespace"`
+	Claim     string `json:"claim"`
+	UID       string `json:"uid"`
+	Pod       string `json:"pod"`
+	Container string `json:"container"`
+	Session   string `json:"session"`
+}
+
+const stateFile = "cluster.json"
+
+func readState(dir string) (state, error) {
+	var st state
+	if dir == "" {
+		return st, os.ErrNotExist
+	}
+	b, err := os.ReadFile(filepath.Join(dir, stateFile))
+	if err != nil {
+		return st, err
+	}
+	return st, json.Unmarshal(b, &st)
+}
+
+func writeState(dir string, st state) error {
+	if dir == "" {
+		return nil
+	}
+	st.Version = 1
+	b, _ := json.Marshal(st)
+	tmp := filepath.Join(dir, stateFile+".tmp")
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("save claim state: %w", err)
+	}
+	return os.Rename(tmp, filepath.Join(dir, stateFile))
+}
+
+func (p *Provider) ttl(spec sandbox.Spec) time.Duration {
+	if spec.IdleTTL > 0 {
+		return spec.IdleTTL
+	}
+	return p.cfg.IdleTTL
+}
+
+func progress(spec sandbox.Spec, format string, args ...any) {
+	if spec.Progress != nil {
+		spec.Progress(fmt.Sprintf(format, args...))
+	}
+}
+
+// Claim creates a SandboxClaim for the configured pool and waits until its
+// sandbox is Ready. In persistent mode it first reuses a usable claim
+// labelled with the session key.
+func (p *Provider) Claim(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	a, err := p.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if p.cfg.Persistent {
+		sb, err := p.findByLabel(ctx, a, spec)
+		if err == nil {
+			progress(spec, "reusing claim %s (persistent session %s)", sb.claim, spec.Name)
+			return sb, writeState(spec.StateDir, sb.state())
+		}
+		if !errors.Is(err, sandbox.ErrNotFound) && !isStale(err) {
+			return nil, err
+		}
+	}
+	ns := p.cfg.Namespace
+	if p.cfg.Pool == "" {
+		return nil, &PoolNotFoundError{Namespace: ns}
+	}
+	pool, err := a.pools(ns).Get(ctx, p.cfg.Pool, getOpts)
+	if apierrors.IsNotFound(err) && !isMissingType(err) {
+		return nil, &PoolNotFoundError{Pool: p.cfg.Pool, Namespace: ns}
+	}
+	if err != nil {
+		return nil, apiError(err, a.server, "get", "sandboxwarmpools."+GroupExtensions, ns)
+	}
+	claimSpec, err := p.claimSpec(a, pool, time.Now().Add(p.ttl(spec)))
+	if err != nil {
+		return nil, err
+	}
+	host, _ := os.Hostname()
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": GroupExtensions + "/" + a.ext,
+		"kind":       "SandboxClaim",
+		"metadata": map[string]any{
+			"generateName": claimGenerateName(p.cfg.Owner),
+			"namespace":    ns,
+			"labels":       toAny(claimLabels(p.cfg.Owner, spec.Name, p.cfg.Persistent)),
+			"annotations":  map[string]any{AnnotSessionKey: spec.Name, AnnotOwner: p.cfg.Owner, AnnotHost: host},
+		},
+		"spec": claimSpec,
+	}}
+	created, err := a.claims(ns).Create(ctx, obj, metav1.CreateOptions{})
+	if err != nil {
+		return nil, apiError(err, a.server, "create", "sandboxclaims."+GroupExtensions, ns)
+	}
+	progress(spec, "claimed %s from pool %s; waiting for its sandbox", created.GetName(), p.cfg.Pool)
+	sb, err := p.waitReady(ctx, a, created, spec)
+	if err != nil {
+		return nil, err
+	}
+	return sb, writeState(spec.StateDir, sb.state())
+}
+
+func toAny(m map[string]string) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// claimSpec is the spec of a claim for pool in the chosen API version.
+func (p *Provider) claimSpec(a *api, pool *unstructured.Unstructured, shutdown time.Time) (map[string]any, error) {
+	lifecycle := map[string]any{
+		"shutdownTime":   shutdown.UTC().Format(time.RFC3339),
+		"shutdownPolicy": "Delete",
+	}
+	switch a.ext {
+	case "v1alpha1":
+		tmpl, _, _ := unstructured.NestedString(pool.Object, "spec", "sandboxTemplateRef", "name")
+		if tmpl == "" {
+			return nil, fmt.Errorf("SandboxWarmPool %q in namespace %q has no spec.sandboxTemplateRef.name", pool.GetName(), pool.GetNamespace())
+		}
+		return map[string]any{"sandboxTemplateRef": map[string]any{"name": tmpl}, "lifecycle": lifecycle}, nil
+	default: // v1beta1 and later: the claim names the pool itself
+		return map[string]any{"warmPoolRef": map[string]any{"name": pool.GetName()}, "lifecycle": lifecycle}, nil
+	}
+}
+
+// readyCondition returns the claim's Ready condition, if it has one.
+func readyCondition(u *unstructured.Unstructured) (status, reason, message string, ok bool) {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == "Ready" {
+			s, _ := m["status"].(string)
+			r, _ := m["reason"].(string)
+			msg, _ := m["message"].(string)
+			return s, r, msg, true
+		}
+	}
+	return "", "", "", false
+}
+
+func conditionsText(u *unstructured.Unstructured) string {
+	if u == nil {
+		return ""
+	}
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	var parts []string
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		s := fmt.Sprintf("%v=%v", m["type"], m["status"])
+		if r, _ := m["reason"].(string); r != "" {
+			s += " (" + r
+			if msg, _ := m["message"].(string); msg != "" {
+				s += ": " + msg
+			}
+			s += ")"
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// sandboxName is the name of the claim's Sandbox: status.sandbox.Name
+// (v1alpha1 spells it with a capital N), else the claim's own name.
+func sandboxName(u *unstructured.Unstructured) string {
+	for _, k := range []string{"Name", "name"} {
+		if n, _, _ := unstructured.NestedString(u.Object, "status", "sandbox", k); n != "" {
+			return n
+		}
+	}
+	return u.GetName()
+}
+
+// waitReady watches claim until it is Ready, then finds its pod. On timeout
+// it deletes the claim and returns a *ClaimTimeoutError.
+func (p *Provider) waitReady(ctx context.Context, a *api, claim *unstructured.Unstructured, spec sandbox.Spec) (*Sandbox, error) {
+	ns, name := claim.GetNamespace(), claim.GetName()
+	start := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, p.cfg.ClaimTimeout)
+	defer cancel()
+	last := claim
+	lastCond := ""
+	tick := time.NewTicker(10 * time.Second)
+	defer tick.Stop()
+	rv := claim.GetResourceVersion()
+	for {
+		if st, _, _, _ := readyCondition(last); st == "True" {
+			break
+		}
+		w, err := a.claims(ns).Watch(wctx, metav1.ListOptions{
+			FieldSelector:   fields.OneTermEqualSelector("metadata.name", name).String(),
+			ResourceVersion: rv, AllowWatchBookmarks: true,
+		})
+		if err != nil {
+			if wctx.Err() != nil {
+				return nil, p.claimFailed(ctx, a, last, start)
+			}
+			p.deleteClaim(a, ns, name)
+			return nil, apiError(err, a.server, "watch", "sandboxclaims."+GroupExtensions, ns)
+		}
+		done, gone, err := func() (bool, bool, error) {
+			defer w.Stop()
+			for {
+				select {
+				case <-wctx.Done():
+					return false, false, wctx.Err()
+				case <-tick.C:
+					progress(spec, "still waiting for claim %s (%s): pool %s has %s ready", name,
+						time.Since(start).Round(time.Second), p.cfg.Pool, p.poolReadyText(ctx, a))
+				case ev, ok := <-w.ResultChan():
+					if !ok {
+						return false, false, nil // re-watch from rv
+					}
+					switch ev.Type {
+					case watch.Error:
+						// Typically "resource version too old": re-read and re-watch.
+						cur, err := a.claims(ns).Get(wctx, name, getOpts)
+						if err != nil {
+							return false, apierrors.IsNotFound(err), err
+						}
+						last, rv = cur, cur.GetResourceVersion()
+						return false, false, nil
+					case watch.Deleted:
+						if u, ok := ev.Object.(*unstructured.Unstructured); ok && u.GetName() != name {
+							continue
+						}
+						return false, true, nil
+					case watch.Bookmark:
+						if u, ok := ev.Object.(*unstructured.Unstructured); ok {
+							rv = u.GetResourceVersion()
+						}
+						continue
+					}
+					u, ok := ev.Object.(*unstructured.Unstructured)
+					if !ok || u.GetName() != name {
+						continue
+					}
+					last, rv = u, u.GetResourceVersion()
+					if c := conditionsText(u); c != lastCond && c != "" {
+						lastCond = c
+						progress(spec, "claim %s: %s", name, c)
+					}
+					if st, _, _, _ := readyCondition(u); st == "True" {
+						return true, false, nil
+					}
+				}
+			}
+		}()
+		switch {
+		case gone:
+			return nil, fmt.Errorf("claim %s in namespace %q was deleted while sbx waited for it", name, ns)
+		case wctx.Err() != nil:
+			return nil, p.claimFailed(ctx, a, last, start)
+		case err != nil:
+			p.deleteClaim(a, ns, name)
+			return nil, apiError(err, a.server, "get", "sandboxclaims."+GroupExtensions, ns)
+		case done:
+		}
+		if done {
+			break
+		}
+	}
+	sb, err := p.sandboxFor(wctx, a, last)
+	if err != nil {
+		if wctx.Err() != nil {
+			return nil, p.claimFailed(ctx, a, last, start)
+		}
+		p.deleteClaim(a, ns, name)
+		return nil, err
+	}
+	sb.ttl = p.ttl(spec)
+	sb.session = spec.Name
+	sb.stateDir = spec.StateDir
+	p.log.Debug("claim ready", "claim", name, "pod", sb.pod, "took", time.Since(start))
+	return sb, nil
+}
+
+// claimFailed builds the timeout error (or the caller's cancellation) and
+// deletes the claim.
+func (p *Provider) claimFailed(ctx context.Context, a *api, last *unstructured.Unstructured, start time.Time) error {
+	ns, name := last.GetNamespace(), last.GetName()
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if cur, err := a.claims(ns).Get(dctx, name, getOpts); err == nil {
+		last = cur
+	}
+	p.deleteClaim(a, ns, name)
+	if ctx.Err() != nil {
+		return fmt.Errorf("claim %s: %w (the claim was deleted)", name, ctx.Err())
+	}
+	e := &ClaimTimeoutError{Claim: name, Pool: p.cfg.Pool, Namespace: ns, Waited: time.Since(start).Round(time.Second).String(),
+		Conditions: conditionsText(last)}
+	if pool, err := a.pools(ns).Get(dctx, p.cfg.Pool, getOpts); err == nil {
+		e.PoolReady, _, _ = unstructured.NestedInt64(pool.Object, "status", "readyReplicas")
+		e.PoolWanted, _, _ = unstructured.NestedInt64(pool.Object, "spec", "replicas")
+	}
+	return e
+}
+
+func (p *Provider) poolReadyText(ctx context.Context, a *api) string {
+	pool, err := a.pools(p.cfg.Namespace).Get(ctx, p.cfg.Pool, getOpts)
+	if err != nil {
+		return "an unknown number"
+	}
+	r, _, _ := unstructured.NestedInt64(pool.Object, "status", "readyReplicas")
+	n, _, _ := unstructured.NestedInt64(pool.Object, "spec", "replicas")
+	return fmt.Sprintf("%d of %d", r, n)
+}
+
+// deleteClaim deletes a claim in the background of any cancelled context;
+// errors are logged only (the claim expires by its shutdownTime anyway).
+func (p *Provider) deleteClaim(a *api, ns, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	fg := metav1.DeletePropagationForeground
+	if err := a.claims(ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil && !apierrors.IsNotFound(err) {
+		p.log.Warn("delete claim", "claim", name, "err", err)
+	}
+}
+
+// sandboxFor finds the pod of a Ready claim: the Sandbox's pod-name
+// annotation, else the Sandbox's name, else the pod labelled with the claim's
+// UID.
+func (p *Provider) sandboxFor(ctx context.Context, a *api, claim *unstructured.Unstructured) (*Sandbox, error) {
+	ns := claim.GetNamespace()
+	sbName := sandboxName(claim)
+	var candidates []string
+	sbx, err := a.sandboxes(ns).Get(ctx, sbName, getOpts)
+	switch {
+	case err == nil:
+		if pn := sbx.GetAnnotations()[annotPodName]; pn != "" {
+			candidates = append(candidates, pn)
+		}
+		candidates = append(candidates, sbName)
+	case apierrors.IsNotFound(err):
+		candidates = append(candidates, sbName)
+	default:
+		return nil, apiError(err, a.server, "get", "sandboxes."+GroupCore, ns)
+	}
+	var pod *corev1.Pod
+	for _, c := range candidates {
+		pp, err := a.kube.CoreV1().Pods(ns).Get(ctx, c, getOpts)
+		if err == nil {
+			pod = pp
+			break
+		}
+		if !apierrors.IsNotFound(err) {
+			return nil, apiError(err, a.server, "get", "pods", ns)
+		}
+	}
+	if pod == nil {
+		list, err := a.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: labelClaimUID + "=" + string(claim.GetUID())})
+		if err != nil {
+			return nil, apiError(err, a.server, "list", "pods", ns)
+		}
+		for i := range list.Items {
+			if list.Items[i].DeletionTimestamp == nil {
+				pod = &list.Items[i]
+				break
+			}
+		}
+	}
+	if pod == nil {
+		return nil, fmt.Errorf("claim %s is Ready but its pod was not found (tried %s and label %s=%s)",
+			claim.GetName(), strings.Join(candidates, ", "), labelClaimUID, claim.GetUID())
+	}
+	if pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning || len(pod.Spec.Containers) == 0 {
+		return nil, fmt.Errorf("claim %s: pod %s is not running (phase %s)", claim.GetName(), pod.Name, pod.Status.Phase)
+	}
+	sb := &Sandbox{
+		p: p, a: a, ns: ns, claim: claim.GetName(), uid: string(claim.GetUID()),
+		pod: pod.Name, container: pod.Spec.Containers[0].Name,
+		session: claim.GetAnnotations()[AnnotSessionKey], ttl: p.cfg.IdleTTL,
+	}
+	if t, _, _ := unstructured.NestedString(claim.Object, "spec", "lifecycle", "shutdownTime"); t != "" {
+		sb.shutdown, _ = time.Parse(time.RFC3339, t)
+	}
+	sb.lastRenew = time.Now()
+	return sb, nil
+}
+
+func isStale(err error) bool {
+	var s *sandbox.StaleError
+	return errors.As(err, &s)
+}
+
+func isMissingType(err error) bool {
+	var se apierrors.APIStatus
+	return errors.As(err, &se) && se.Status().Details != nil && se.Status().Details.Name == ""
+}
+
+// Attach finds the claim a previous Claim for spec left: the one recorded in
+// spec.StateDir, else (persistent mode) the newest claim labelled with the
+// session key. A claim that is gone or whose pod is gone gives a
+// *sandbox.StaleError (and is deleted); no claim at all gives
+// sandbox.ErrNotFound.
+func (p *Provider) Attach(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	a, err := p.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st, err := readState(spec.StateDir)
+	if err != nil {
+		if !p.cfg.Persistent {
+			return nil, sandbox.ErrNotFound
+		}
+		sb, err := p.findByLabel(ctx, a, spec)
+		if err != nil {
+			return nil, err
+		}
+		return sb, writeState(spec.StateDir, sb.state())
+	}
+	sb, err := p.attachClaim(ctx, a, st.Namespace, st.Claim, spec)
+	if err != nil {
+		if isStale(err) {
+			os.Remove(filepath.Join(spec.StateDir, stateFile))
+		}
+		return nil, err
+	}
+	return sb, nil
+}
+
+// attachClaim checks that claim is still usable and returns its sandbox.
+func (p *Provider) attachClaim(ctx context.Context, a *api, ns, name string, spec sandbox.Spec) (*Sandbox, error) {
+	claim, err := a.claims(ns).Get(ctx, name, getOpts)
+	if apierrors.IsNotFound(err) && !isMissingType(err) {
+		return nil, &sandbox.StaleError{Name: spec.Name, Reason: fmt.Sprintf("its claim %s no longer exists (expired by its shutdownTime, or deleted)", name)}
+	}
+	if err != nil {
+		return nil, apiError(err, a.server, "get", "sandboxclaims."+GroupExtensions, ns)
+	}
+	if claim.GetDeletionTimestamp() != nil {
+		return nil, &sandbox.StaleError{Name: spec.Name, Reason: fmt.Sprintf("its claim %s is being deleted", name)}
+	}
+	if st, reason, msg, _ := readyCondition(claim); st != "True" {
+		p.deleteClaim(a, ns, name)
+		return nil, &sandbox.StaleError{Name: spec.Name, Reason: fmt.Sprintf("its claim %s is not Ready (%s: %s); deleted it", name, reason, msg)}
+	}
+	sb, err := p.sandboxFor(ctx, a, claim)
+	if err != nil {
+		var fe *ForbiddenError
+		var ue *UnreachableError
+		if errors.As(err, &fe) || errors.As(err, &ue) {
+			return nil, err
+		}
+		p.deleteClaim(a, ns, name)
+		return nil, &sandbox.StaleError{Name: spec.Name, Reason: err.Error() + "; deleted the claim"}
+	}
+	sb.session = spec.Name
+	sb.stateDir = spec.StateDir
+	if spec.IdleTTL > 0 {
+		sb.ttl = spec.IdleTTL
+	}
+	return sb, nil
+}
+
+// findByLabel returns the newest usable claim labelled with the session key
+// of this owner; unusable ones are deleted.
+func (p *Provider) findByLabel(ctx context.Context, a *api, spec sandbox.Spec) (*Sandbox, error) {
+	claims, err := p.listClaims(ctx, a, spec.Name)
+	if err != nil {
+		return nil, err
+	}
+	var stale error
+	for _, c := range claims {
+		sb, err := p.attachClaim(ctx, a, c.GetNamespace(), c.GetName(), spec)
+		if err == nil {
+			return sb, nil
+		}
+		if !isStale(err) {
+			return nil, err
+		}
+		stale = err
+	}
+	if stale != nil {
+		return nil, stale
+	}
+	return nil, sandbox.ErrNotFound
+}
+
+// listClaims lists this owner's claims (one session's when session is set),
+// newest first, skipping those whose exact session key differs (hashed label
+// values could collide).
+func (p *Provider) listClaims(ctx context.Context, a *api, session string) ([]unstructured.Unstructured, error) {
+	ns := p.cfg.Namespace
+	list, err := a.claims(ns).List(ctx, metav1.ListOptions{LabelSelector: ownerSelector(p.cfg.Owner, session)})
+	if err != nil {
+		return nil, apiError(err, a.server, "list", "sandboxclaims."+GroupExtensions, ns)
+	}
+	var out []unstructured.Unstructured
+	for _, c := range list.Items {
+		if session != "" && c.GetAnnotations()[AnnotSessionKey] != session {
+			continue
+		}
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(x, y unstructured.Unstructured) int {
+		return y.GetCreationTimestamp().Compare(x.GetCreationTimestamp().Time)
+	})
+	return out, nil
+}
+
+// ClaimInfo describes one of this user's claims (sbx ls --backend cluster).
+type ClaimInfo struct {
+	Name, Namespace, Session string
+	Persistent               bool
+	Ready                    bool
+	Created, ShutdownTime    time.Time
+}
+
+// List returns this user's claims in the configured namespace, newest first.
+func (p *Provider) List(ctx context.Context) ([]ClaimInfo, error) {
+	a, err := p.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	claims, err := p.listClaims(ctx, a, "")
+	if err != nil {
+		return nil, err
+	}
+	var out []ClaimInfo
+	for _, c := range claims {
+		st, _, _, _ := readyCondition(&c)
+		in := ClaimInfo{Name: c.GetName(), Namespace: c.GetNamespace(), Session: c.GetAnnotations()[AnnotSessionKey],
+			Persistent: c.GetLabels()[LabelPersistent] == "true", Ready: st == "True", Created: c.GetCreationTimestamp().Time}
+		if t, _, _ := unstructured.NestedString(c.Object, "spec", "lifecycle", "shutdownTime"); t != "" {
+			in.ShutdownTime, _ = time.Parse(time.RFC3339, t)
+		}
+		out = append(out, in)
+	}
+	return out, nil
+}
+
+// ReleaseSession deletes every claim of this user labelled with the session
+// key and returns their names.
+func (p *Provider) ReleaseSession(ctx context.Context, session string) ([]string, error) {
+	if session == "" {
+		return nil, errors.New("release: empty session key")
+	}
+	return p.release(ctx, session)
+}
+
+// ReleaseAll deletes every claim of this user in the configured namespace
+// and returns their names.
+func (p *Provider) ReleaseAll(ctx context.Context) ([]string, error) {
+	return p.release(ctx, "")
+}
+
+func (p *Provider) release(ctx context.Context, session string) ([]string, error) {
+	a, err := p.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	claims, err := p.listClaims(ctx, a, session)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	var errs []error
+	fg := metav1.DeletePropagationForeground
+	for _, c := range claims {
+		err := a.claims(c.GetNamespace()).Delete(ctx, c.GetName(), metav1.DeleteOptions{PropagationPolicy: &fg})
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, apiError(err, a.server, "delete", "sandboxclaims."+GroupExtensions, c.GetNamespace()))
+			continue
+		}
+		names = append(names, c.GetName())
+	}
+	return names, errors.Join(errs...)
+}

@@ -1,0 +1,201 @@
+package cluster
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path"
+	"strings"
+	"text/template"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// PoolOptions are the inputs of RenderPool (sbx pool render).
+type PoolOptions struct {
+	Tenant    string // required; a DNS label
+	Image     string // required
+	Namespace string // default "sbx"
+	Replicas  int    // warm sandboxes; 0 is a valid (empty) pool, the CLI's default is 2
+	// RuntimeClass is the pods' runtimeClassName ("gvisor" in production);
+	// empty means the node's default runtime.
+	RuntimeClass string
+	Memory       string // memory limit, default 4Gi
+	CPU          string // CPU limit, default 2
+	// CacheMount, when set, mounts the tenant's per-node package cache there
+	// (a hostPath <CacheRoot>/<tenant>, which the node script creates).
+	CacheMount string
+	CacheRoot  string // default /var/lib/sbx/cache
+	UID        int64  // the non-root user the sandbox runs as, default 1000
+	// APIVersion of the extensions group, default v1alpha1.
+	APIVersion string
+}
+
+// PoolName is the name of the SandboxTemplate and SandboxWarmPool that
+// RenderPool writes for a tenant.
+func PoolName(tenant string) string { return "sbx-" + tenant }
+
+func (o PoolOptions) withDefaults() PoolOptions {
+	if o.Namespace == "" {
+		o.Namespace = DefaultNamespace
+	}
+	if o.Memory == "" {
+		o.Memory = "4Gi"
+	}
+	if o.CPU == "" {
+		o.CPU = "2"
+	}
+	if o.CacheRoot == "" {
+		o.CacheRoot = "/var/lib/sbx/cache"
+	}
+	if o.UID == 0 {
+		o.UID = 1000
+	}
+	if o.APIVersion == "" {
+		o.APIVersion = "v1alpha1"
+	}
+	return o
+}
+
+func (o PoolOptions) validate() error {
+	if errs := validation.IsDNS1123Label(o.Tenant); len(errs) > 0 || len(o.Tenant) > 50 {
+		return fmt.Errorf("--tenant %q: want a DNS label of at most 50 characters (lowercase letters, digits, '-')", o.Tenant)
+	}
+	if o.Image == "" || strings.ContainsAny(o.Image, " \t\n\"'") {
+		return fmt.Errorf("--image %q: want an image reference", o.Image)
+	}
+	if errs := validation.IsDNS1123Label(o.Namespace); len(errs) > 0 {
+		return fmt.Errorf("--namespace %q: %s", o.Namespace, strings.Join(errs, "; "))
+	}
+	if o.Replicas < 0 || o.Replicas > 1000 {
+		return fmt.Errorf("--replicas %d: want 0..1000", o.Replicas)
+	}
+	if o.RuntimeClass != "" && len(validation.IsDNS1123Subdomain(o.RuntimeClass)) > 0 {
+		return fmt.Errorf("--runtime-class %q: not a valid name", o.RuntimeClass)
+	}
+	for flag, v := range map[string]string{"--memory": o.Memory, "--cpu": o.CPU} {
+		if q, err := resource.ParseQuantity(v); err != nil || q.Sign() <= 0 {
+			return fmt.Errorf("%s %q: want a positive quantity like 4Gi or 2", flag, v)
+		}
+	}
+	for flag, v := range map[string]string{"--cache-mount": o.CacheMount, "--cache-root": o.CacheRoot} {
+		if v != "" && (!path.IsAbs(v) || path.Clean(v) != v || v == "/") {
+			return fmt.Errorf("%s %q: want a clean absolute path other than /", flag, v)
+		}
+	}
+	if o.UID <= 0 {
+		return fmt.Errorf("uid %d: the sandbox must run as a non-root user", o.UID)
+	}
+	return nil
+}
+
+var poolTemplate = template.Must(template.New("pool").Funcs(template.FuncMap{"q": quote}).Parse(`# Warm pool for tenant {{.Tenant}}, rendered by: sbx pool render{{range .Args}} {{.}}{{end}}
+# Apply with: kubectl apply -f - (the namespace must exist; see docs/cluster.md)
+apiVersion: extensions.agents.x-k8s.io/{{.APIVersion}}
+kind: SandboxTemplate
+metadata:
+  name: {{q .Name}}
+  namespace: {{q .Namespace}}
+  labels:
+    app.kubernetes.io/managed-by: sbx
+    sbx.dev/tenant: {{q .Tenant}}
+spec:
+  podTemplate:
+    metadata:
+      labels:
+        sbx.dev/tenant: {{q .Tenant}}
+    spec:
+{{- if .RuntimeClass}}
+      runtimeClassName: {{q .RuntimeClass}}
+{{- end}}
+      # The idle loop exits on SIGTERM at once; do not hold a released sandbox for 30 s.
+      terminationGracePeriodSeconds: 5
+      # The sandbox gets no API credentials and no environment about services.
+      automountServiceAccountToken: false
+      enableServiceLinks: false
+      securityContext:
+        runAsNonRoot: true
+        runAsUser: {{.UID}}
+        runAsGroup: {{.UID}}
+        fsGroup: {{.UID}}
+        seccompProfile:
+          type: RuntimeDefault
+      containers:
+      - name: sandbox
+        image: {{q .Image}}
+        imagePullPolicy: IfNotPresent
+        # Idle until sbx execs into it; exits at once on SIGTERM.
+        command: ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"]
+        env:
+        - name: HOME
+          value: /tmp
+        securityContext:
+          allowPrivilegeEscalation: false
+          capabilities:
+            drop: ["ALL"]
+        resources:
+          requests:
+            cpu: 100m
+            memory: 128Mi
+          limits:
+            cpu: {{q .CPU}}
+            memory: {{q .Memory}}
+{{- if .CacheMount}}
+        volumeMounts:
+        - name: cache
+          mountPath: {{q .CacheMount}}
+      volumes:
+      # Per-node package cache of this tenant only (created by cluster/deploy/node/cache.sh).
+      - name: cache
+        hostPath:
+          path: {{q .CacheHostPath}}
+          type: Directory
+{{- end}}
+---
+apiVersion: extensions.agents.x-k8s.io/{{.APIVersion}}
+kind: SandboxWarmPool
+metadata:
+  name: {{q .Name}}
+  namespace: {{q .Namespace}}
+  labels:
+    app.kubernetes.io/managed-by: sbx
+    sbx.dev/tenant: {{q .Tenant}}
+spec:
+  replicas: {{.Replicas}}
+  sandboxTemplateRef:
+    name: {{q .Name}}
+`))
+
+// quote writes s as a double-quoted YAML (JSON) string.
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// RenderPool returns a SandboxTemplate and a SandboxWarmPool for one tenant
+// as YAML. args are echoed in the header comment (the command line).
+func RenderPool(o PoolOptions, args ...string) ([]byte, error) {
+	o = o.withDefaults()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	data := struct {
+		PoolOptions
+		Name, CacheHostPath string
+		Args                []string
+	}{o, PoolName(o.Tenant), path.Join(o.CacheRoot, o.Tenant), nil}
+	for _, a := range args { // a comment line must stay one line
+		data.Args = append(data.Args, strings.Map(func(r rune) rune {
+			if r < ' ' || r == 0x7f {
+				return -1
+			}
+			return r
+		}, a))
+	}
+	var b bytes.Buffer
+	if err := poolTemplate.Execute(&b, data); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}

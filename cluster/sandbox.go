@@ -1,0 +1,138 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/sbx-sh/sbx/sandbox"
+)
+
+// Sandbox is one claimed sandbox: a SandboxClaim and the pod behind it.
+type Sandbox struct {
+	p                   *Provider
+	a                   *api
+	ns, claim, uid      string
+	pod, container      string
+	session, stateDir   string
+	ttl                 time.Duration
+	mu                  sync.Mutex
+	shutdown, lastRenew time.Time
+	released            bool
+	helperReady         bool
+}
+
+var _ sandbox.Sandbox = (*Sandbox)(nil)
+
+// Claim returns the SandboxClaim's name.
+func (s *Sandbox) Claim() string { return s.claim }
+
+// Pod returns the pod's name.
+func (s *Sandbox) Pod() string { return s.pod }
+
+// Namespace returns the namespace of the claim and pod.
+func (s *Sandbox) Namespace() string { return s.ns }
+
+// ShutdownTime returns the claim's shutdownTime as sbx last set it.
+func (s *Sandbox) ShutdownTime() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.shutdown
+}
+
+func (s *Sandbox) state() state {
+	return state{Namespace: s.ns, Claim: s.claim, UID: s.uid, Pod: s.pod, Container: s.container, Session: s.session}
+}
+
+// renewMinInterval bounds how often Renew patches the claim.
+const renewMinInterval = 5 * time.Second
+
+// Renew pushes the claim's shutdownTime to now + TTL when less than half
+// of the TTL is left (and at most once per renewMinInterval), so an active
+// sandbox never expires and an abandoned one does. A claim that is gone
+// gives an error wrapping sandbox.ErrLost.
+func (s *Sandbox) Renew(ctx context.Context) error {
+	s.mu.Lock()
+	due := time.Until(s.shutdown) < s.ttl/2 && time.Since(s.lastRenew) >= renewMinInterval
+	s.mu.Unlock()
+	if !due {
+		return nil
+	}
+	return s.RenewNow(ctx)
+}
+
+// RenewNow sets the claim's shutdownTime to now + TTL unconditionally.
+func (s *Sandbox) RenewNow(ctx context.Context) error {
+	t := time.Now().Add(s.ttl).UTC().Truncate(time.Second)
+	patch := fmt.Sprintf(`{"spec":{"lifecycle":{"shutdownTime":%q}}}`, t.Format(time.RFC3339))
+	_, err := s.a.claims(s.ns).Patch(ctx, s.claim, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("%w: claim %s no longer exists (expired or deleted)", sandbox.ErrLost, s.claim)
+	}
+	if err != nil {
+		return apiError(err, s.a.server, "patch", "sandboxclaims."+GroupExtensions, s.ns)
+	}
+	s.mu.Lock()
+	s.shutdown, s.lastRenew = t, time.Now()
+	s.mu.Unlock()
+	return nil
+}
+
+// Release deletes the claim (foreground: the Sandbox and pod go with it) and
+// forgets it. It is idempotent.
+func (s *Sandbox) Release(ctx context.Context) error {
+	s.mu.Lock()
+	s.released = true
+	s.mu.Unlock()
+	fg := metav1.DeletePropagationForeground
+	err := s.a.claims(s.ns).Delete(ctx, s.claim, metav1.DeleteOptions{PropagationPolicy: &fg})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return apiError(err, s.a.server, "delete", "sandboxclaims."+GroupExtensions, s.ns)
+	}
+	if s.stateDir != "" {
+		if err := os.Remove(filepath.Join(s.stateDir, stateFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// lost decides, after an exec failed with cause, whether the sandbox is gone
+// (claim or pod deleted, pod not running). If so it returns an error wrapping
+// sandbox.ErrLost that says what happened; else nil.
+func (s *Sandbox) lost(ctx context.Context, cause error, started bool) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	what := ""
+	pod, err := s.a.kube.CoreV1().Pods(s.ns).Get(ctx, s.pod, getOpts)
+	switch {
+	case apierrors.IsNotFound(err):
+		what = "pod " + s.pod + " was deleted"
+	case err != nil:
+		return nil
+	case pod.DeletionTimestamp != nil:
+		what = "pod " + s.pod + " is being deleted"
+	case pod.Status.Phase != "Running":
+		what = fmt.Sprintf("pod %s is %s", s.pod, pod.Status.Phase)
+	case string(pod.UID) != "" && pod.Labels[labelClaimUID] != "" && pod.Labels[labelClaimUID] != s.uid:
+		what = "pod " + s.pod + " now belongs to another claim"
+	default:
+		if _, err := s.a.claims(s.ns).Get(ctx, s.claim, getOpts); apierrors.IsNotFound(err) {
+			what = "claim " + s.claim + " is gone (expired or deleted)"
+		} else {
+			return nil
+		}
+	}
+	if started {
+		return fmt.Errorf("%w: %s while a command ran (%v); what that command changed in the sandbox and had not been synced back is lost", sandbox.ErrLost, what, cause)
+	}
+	return fmt.Errorf("%w: %s (%v); the command did not run", sandbox.ErrLost, what, cause)
+}

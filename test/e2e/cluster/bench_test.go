@@ -1,0 +1,257 @@
+//go:build e2e
+
+package clustere2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/remotecommand"
+
+	"github.com/sbx-sh/sbx/cluster"
+	"github.com/sbx-sh/sbx/sandbox"
+)
+
+// TestBenchmarks measures the cluster backend against baselines in the same
+// run and writes a Markdown section to $SBX_E2E_BENCH_OUT (run.sh sets it
+// with BENCH=1). It runs only when that variable is set.
+func TestBenchmarks(t *testing.T) {
+	outPath := os.Getenv("SBX_E2E_BENCH_OUT")
+	if outPath == "" {
+		t.Skip("set SBX_E2E_BENCH_OUT (BENCH=1 test/e2e/cluster/run.sh) to run the benchmarks")
+	}
+	ctx := context.Background()
+	cfg := saCfg(t)
+	p := cluster.New(cfg, nil)
+	var md strings.Builder
+	host, _ := os.Hostname()
+	fmt.Fprintf(&md, "## Cluster backend (lab cluster)\n\nMeasured %s on %s by `BENCH=1 test/e2e/cluster/run.sh` "+
+		"(Kubernetes v1.37.2 + agent-sandbox v0.1.1 on this machine, runc pods from lab.local/busybox:v1, "+
+		"the least-privilege service account's kubeconfig). Medians; all rows of a table come from one run.\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), host)
+
+	// 1. claim to first exec, against create + watch until Ready
+	const nClaims = 5
+	var sbxClaim, floor []time.Duration
+	for i := 0; i < nClaims; i++ {
+		waitCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		if err := waitPoolReady(waitCtx, poolName, 2); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		start := time.Now()
+		sb, err := p.Claim(ctx, sandbox.Spec{Name: fmt.Sprintf("bench-%d", i), StateDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sb.Exec(ctx, &sandbox.Cmd{Argv: []string{"true"}}); err != nil {
+			t.Fatal(err)
+		}
+		sbxClaim = append(sbxClaim, time.Since(start))
+		sb.Release(ctx)
+
+		waitCtx, cancel = context.WithTimeout(ctx, 2*time.Minute)
+		if err := waitPoolReady(waitCtx, poolName, 2); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		floor = append(floor, rawClaimReady(t, ctx))
+	}
+	fmt.Fprintf(&md, "### Claim from a warm pool (%d claims each, pool of 2 ready)\n\n| path | median | min | max |\n|---|---|---|---|\n", nClaims)
+	row(&md, "floor: create SandboxClaim, watch until Ready (raw client-go)", floor)
+	row(&md, "sbx: Provider.Claim (create, watch, find pod) + first Exec of `true`", sbxClaim)
+	fmt.Fprintf(&md, "\nRatio sbx / floor: **%.2fx**\n\n", ratio(sbxClaim, floor))
+
+	// 2. per-command overhead in one claimed pod
+	waitCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	waitPoolReady(waitCtx, poolName, 2)
+	cancel()
+	sb := claim(t, p, "bench-exec")
+	const nExec = 40
+	var sbxExec, raw, kubectl []time.Duration
+	rc, err := clientcmd.BuildConfigFromFlags("", saConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube := kubernetes.NewForConfigOrDie(rc)
+	kubectlBin := os.Getenv("SBX_E2E_KUBECTL")
+	for i := 0; i < nExec; i++ {
+		start := time.Now()
+		if r, err := sb.Exec(ctx, &sandbox.Cmd{Argv: []string{"true"}, Stdout: io.Discard, Stderr: io.Discard}); err != nil || r.ExitCode != 0 {
+			t.Fatalf("exec: %v %+v", err, r)
+		}
+		sbxExec = append(sbxExec, time.Since(start))
+		start = time.Now()
+		if err := rawExec(ctx, rc, kube, sb.Pod(), []string{"true"}); err != nil {
+			t.Fatal(err)
+		}
+		raw = append(raw, time.Since(start))
+		if kubectlBin != "" && i < 20 {
+			start = time.Now()
+			if out, err := exec.Command(kubectlBin, "--kubeconfig", saConfig, "-n", ns, "exec", sb.Pod(), "--", "true").CombinedOutput(); err != nil {
+				t.Fatalf("kubectl exec: %v %s", err, out)
+			}
+			kubectl = append(kubectl, time.Since(start))
+		}
+	}
+	fmt.Fprintf(&md, "### Per command: `true` in a claimed pod (%d runs each, interleaved)\n\n| path | median | min | max |\n|---|---|---|---|\n", nExec)
+	row(&md, "raw client-go exec of `true` (WebSocket, no wrapper)", raw)
+	row(&md, "sbx: Sandbox.Exec of `true` (wrapper: setsid, env, fd 3, renew check)", sbxExec)
+	if len(kubectl) > 0 {
+		row(&md, "`kubectl exec` process per command", kubectl)
+	}
+	fmt.Fprintf(&md, "\nsbx / raw client-go: **%.2fx** (goal <= 1.2x)", ratio(sbxExec, raw))
+	if len(kubectl) > 0 {
+		fmt.Fprintf(&md, "; kubectl / sbx: **%.2fx** (goal >= 3x)", ratio(kubectl, sbxExec))
+	}
+	md.WriteString("\n\n")
+
+	// 3. a 10k-file tree through tar over one exec, both ways
+	src := t.TempDir()
+	for i := 0; i < 10000; i++ {
+		d := filepath.Join(src, fmt.Sprintf("d%03d", i/100))
+		os.MkdirAll(d, 0o755)
+		os.WriteFile(filepath.Join(d, fmt.Sprintf("f%04d.txt", i)), []byte(fmt.Sprintf("file %d\n", i)), 0o644)
+	}
+	var tarIn, tarOut []time.Duration
+	for i := 0; i < 3; i++ {
+		start := time.Now()
+		tc := exec.Command("tar", "-C", src, "-cf", "-", ".")
+		pipe, _ := tc.StdoutPipe()
+		tc.Start()
+		r, err := sb.Exec(ctx, &sandbox.Cmd{Argv: []string{"sh", "-c", "rm -rf /tmp/tree && mkdir /tmp/tree && tar -xf - -C /tmp/tree"}, Stdin: pipe})
+		tc.Wait()
+		if err != nil || r.ExitCode != 0 {
+			t.Fatalf("tar in: %v %+v", err, r)
+		}
+		tarIn = append(tarIn, time.Since(start))
+		dst := t.TempDir()
+		start = time.Now()
+		xc := exec.Command("tar", "-C", dst, "-xf", "-")
+		w, _ := xc.StdinPipe()
+		xc.Start()
+		r, err = sb.Exec(ctx, &sandbox.Cmd{Argv: []string{"tar", "-cf", "-", "-C", "/tmp/tree", "."}, Stdout: w})
+		w.Close()
+		xc.Wait()
+		if err != nil || r.ExitCode != 0 {
+			t.Fatalf("tar out: %v %+v", err, r)
+		}
+		tarOut = append(tarOut, time.Since(start))
+	}
+	_, out, _ := run(t, sb, &sandbox.Cmd{Argv: []string{"sh", "-c", "find /tmp/tree -type f | wc -l"}})
+	fmt.Fprintf(&md, "### 10,000-file tree (%s files arrived), tar over one exec (3 runs)\n\n| direction | median | min | max |\n|---|---|---|---|\n", strings.TrimSpace(out))
+	row(&md, "host -> pod: `tar c` on the host piped into Exec `tar x`", tarIn)
+	row(&md, "pod -> host: Exec `tar c` piped into `tar x` on the host", tarOut)
+	md.WriteString("\nThe incremental sync engine over the cluster backend (session pushing and pulling through Exec) is not " +
+		"wired yet, so there is no sbx sync row; these rows are the baseline it must beat.\n")
+	if err := os.WriteFile(outPath, []byte(md.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + md.String())
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func ratio(a, b []time.Duration) float64 { return float64(median(a)) / float64(median(b)) }
+
+func row(md *strings.Builder, name string, d []time.Duration) {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	fmt.Fprintf(md, "| %s | %s | %s | %s |\n", name, ms(median(d)), ms(s[0]), ms(s[len(s)-1]))
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+
+// rawClaimReady is the floor of a claim: create a SandboxClaim and watch it
+// until Ready, nothing else. It deletes the claim afterwards.
+func rawClaimReady(t *testing.T, ctx context.Context) time.Duration {
+	rc, _ := clientcmd.BuildConfigFromFlags("", saConfig)
+	dyn := dynamicFor(t, rc)
+	pool, err := dyn.Resource(poolsGVR).Namespace(ns).Get(ctx, poolName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, _, _ := unstructured.NestedString(pool.Object, "spec", "sandboxTemplateRef", "name")
+	start := time.Now()
+	c, err := dyn.Resource(claimsGVR).Namespace(ns).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": cluster.GroupExtensions + "/v1alpha1", "kind": "SandboxClaim",
+		"metadata": map[string]any{"generateName": "floor-", "namespace": ns},
+		"spec": map[string]any{"sandboxTemplateRef": map[string]any{"name": tmpl},
+			"lifecycle": map[string]any{"shutdownTime": time.Now().Add(10 * time.Minute).UTC().Format(time.RFC3339), "shutdownPolicy": "Delete"}},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dyn.Resource(claimsGVR).Namespace(ns).Delete(context.Background(), c.GetName(), metav1.DeleteOptions{})
+	w, err := dyn.Resource(claimsGVR).Namespace(ns).Watch(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", c.GetName()).String(), ResourceVersion: c.GetResourceVersion()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		u, ok := ev.Object.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		for _, cd := range conds {
+			if m, _ := cd.(map[string]any); m["type"] == "Ready" && m["status"] == "True" {
+				return time.Since(start)
+			}
+		}
+	}
+	t.Fatal("watch ended before the claim was Ready")
+	return 0
+}
+
+// rawExec is one plain client-go exec, WebSocket with SPDY fallback, as a
+// tool without sbx's wrapper would do it.
+func rawExec(ctx context.Context, rc *restConfig, kube kubernetes.Interface, pod string, argv []string) error {
+	req := kube.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Container: "sandbox", Command: argv, Stdout: true, Stderr: true}, scheme.ParameterCodec)
+	ws, err := remotecommand.NewWebSocketExecutor(rc, "GET", req.URL().String())
+	if err != nil {
+		return err
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(rc, "POST", req.URL())
+	if err != nil {
+		return err
+	}
+	ex, _ := remotecommand.NewFallbackExecutor(ws, spdy, httpstream.IsUpgradeFailure)
+	var out bytes.Buffer
+	return ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &out})
+}
+
+type restConfig = rest.Config
+
+func dynamicFor(t *testing.T, rc *rest.Config) dynamic.Interface {
+	d, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
