@@ -472,9 +472,16 @@ func (s *Session) command(r Run, trackCwd bool) (*sandbox.Cmd, *strings.Builder,
 		fallback = s.params.CodeDirs[0]
 	}
 	cmd.Dir = "/"
-	cmd.Argv = []string{shell, "-c", `cd -- "$2" 2>/dev/null || { printf 'sbx: %s no longer exists; running in %s\n' "$2" "$3" >&2; cd -- "$3" || exit 1; }
+	script := `cd -- "$2" 2>/dev/null || { printf 'sbx: %s no longer exists; running in %s\n' "$2" "$3" >&2; cd -- "$3" || exit 1; }
 trap 'pwd -P >&3 2>/dev/null' EXIT
-eval "$1"`, "sbx", r.Command, dir, fallback}
+eval "$1"`
+	cmd.Argv = []string{shell, "-c", script, "sbx", r.Command, dir, fallback}
+	if shell == "/bin/bash" {
+		// An agent's bash tool expects bash; a minimal image (busybox) may
+		// have only sh, which then runs the command.
+		cmd.Argv = []string{"/bin/sh", "-c", `s=$1; shift; if [ -x /bin/bash ]; then exec /bin/bash -c "$s" "$@"; fi; exec /bin/sh -c "$s" "$@"`,
+			"sbx", script, "sbx", r.Command, dir, fallback}
+	}
 	cmd.Fd3 = cwd
 	return cmd, cwd, dir
 }

@@ -226,8 +226,19 @@ func (h *Helper) Apply(push io.Reader) error {
 		m := hd.state.Manifest
 		racy := time.Now().Add(-racyWindow).UnixNano()
 		applied := 0
+		fresh := hd.d.Reset // a new sandbox: nothing of its own to keep aside
 		err = ReadPatch(push, DefaultLimits, func(it *Item) error {
 			applied++
+			if fresh {
+				e, err := writeItem(r, it, "", true)
+				if err != nil {
+					return fmt.Errorf("apply %s: %w", it.Path, err)
+				}
+				if !it.Deleted {
+					m[it.Path] = e
+				}
+				return nil
+			}
 			if cur, ok, err := lstatEntry(r, it.Path, false); err == nil && ok && !cur.Mode.IsDir() {
 				base, had := m[it.Path]
 				if !had || !sameIgnoringHash(base, cur) {
@@ -237,7 +248,7 @@ func (h *Helper) Apply(push io.Reader) error {
 					}
 				}
 			}
-			e, err := writeItem(r, it, "")
+			e, err := writeItem(r, it, "", true)
 			if err != nil {
 				return fmt.Errorf("apply %s: %w", it.Path, err)
 			}

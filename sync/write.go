@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"hash"
 	"io"
 	"io/fs"
 	"os"
@@ -18,7 +19,11 @@ import (
 // of what is there now (for files with their content hash). It never follows
 // a symlink: os.Root refuses any that would leave the tree, and the final
 // element is replaced, not written through.
-func writeItem(r *os.Root, it *Item, dst string) (Entry, error) {
+//
+// With direct set, a file that does not exist yet is written in place (no
+// temporary name): the sandbox side uses it, where nobody reads a file
+// half written and speed matters (the first push of a large tree).
+func writeItem(r *os.Root, it *Item, dst string, direct ...bool) (Entry, error) {
 	if dst == "" {
 		dst = it.Path
 	}
@@ -69,12 +74,22 @@ func writeItem(r *os.Root, it *Item, dst string) (Entry, error) {
 		return Entry{Mode: fs.ModeSymlink | 0o777, Link: e.Link}, nil
 	}
 	tmp := tempName(dst)
+	if !exists && len(direct) > 0 && direct[0] {
+		tmp = dst
+	}
 	out, err := r.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|noFollow, 0o600)
 	if err != nil {
 		return Entry{}, err
 	}
-	h := sha256.New()
-	_, err = io.Copy(io.MultiWriter(out, h), it.Body)
+	// The content hash is only kept for a file whose mtime is recent (see
+	// racyWindow); computing it for the others would be wasted.
+	var h hash.Hash
+	if e.MTime >= time.Now().Add(-racyWindow).UnixNano() {
+		h = sha256.New()
+		_, err = io.Copy(io.MultiWriter(out, h), it.Body)
+	} else {
+		_, err = io.Copy(out, it.Body)
+	}
 	if err == nil {
 		err = out.Chmod(e.Mode.Perm())
 	}
@@ -88,7 +103,7 @@ func writeItem(r *os.Root, it *Item, dst string) (Entry, error) {
 	if err == nil && exists && cur.IsDir() {
 		err = r.RemoveAll(dst)
 	}
-	if err == nil {
+	if err == nil && tmp != dst {
 		err = r.Rename(tmp, dst)
 	}
 	if err != nil {
@@ -100,7 +115,9 @@ func writeItem(r *os.Root, it *Item, dst string) (Entry, error) {
 		return Entry{}, err
 	}
 	ne, _ := entryOf(fi)
-	ne.Hash = hex.EncodeToString(h.Sum(nil)[:16])
+	if h != nil {
+		ne.Hash = hex.EncodeToString(h.Sum(nil)[:16])
+	}
 	return ne, nil
 }
 

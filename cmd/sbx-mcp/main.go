@@ -24,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sbx-sh/sbx/cluster"
 	"github.com/sbx-sh/sbx/config"
 	"github.com/sbx-sh/sbx/inpod"
 	"github.com/sbx-sh/sbx/local"
@@ -121,7 +122,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if rerr != nil {
 			err = rerr
 		} else {
-			mgr = session.NewManager(root, &local.Provider{Version: versionString()}, log)
+			var prov sandbox.Provider = &local.Provider{Version: versionString()}
+			if cfg.Backend == "cluster" {
+				var ccfg cluster.Config
+				if ccfg, err = cluster.LoadConfig(os.Getenv); err == nil {
+					prov = cluster.New(ccfg, log)
+				}
+			}
+			mgr = session.NewManager(root, prov, log)
 		}
 	}
 	var cfgErr *config.Error
@@ -288,9 +296,6 @@ func setup(codeDirFlags []string, net bool, idle string) (config.Config, string,
 		if err := cfg.Set("idle_ttl", idle); err != nil {
 			return cfg, "", nil, &config.Error{Source: "flags", Key: "--idle-ttl", Msg: err.Error()}
 		}
-	}
-	if cfg.Backend != "local" {
-		return cfg, "", nil, fmt.Errorf("backend %q is not available in this build", cfg.Backend)
 	}
 	dirs := codeDirFlags
 	if len(dirs) == 0 {

@@ -392,12 +392,22 @@ func rawTerminal() (restore func(), tty *sandbox.TTY, err error) {
 	}, &sandbox.TTY{Size: size(), Resize: resize}, nil
 }
 
+// manager is the engine on the configured backend, for the commands that
+// work on existing sessions (ls, release).
 func (c *cli) manager() (*session.Manager, error) {
 	root, err := session.DefaultStateRoot()
 	if err != nil {
 		return nil, err
 	}
-	return session.NewManager(root, &local.Provider{Version: versionString()}, c.log), nil
+	cfg, err := config.Load(config.Sources{})
+	if err != nil {
+		return nil, err
+	}
+	prov, err := c.provider(cfg.Backend)
+	if err != nil {
+		return nil, err
+	}
+	return session.NewManager(root, prov, c.log), nil
 }
 
 func (c *cli) release(ctx context.Context, args []string) int {

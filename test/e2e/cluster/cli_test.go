@@ -1,0 +1,201 @@
+//go:build e2e
+
+package clustere2e
+
+import (
+	"bytes"
+	"context"
+	"net/http/cgi"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The engine end to end on the cluster: sbx exec and sbx-mcp, built static
+// so that sbx can upload itself into the pod as the sync helper.
+
+var binDir string
+
+func buildStatic(t *testing.T) string {
+	t.Helper()
+	if binDir != "" {
+		return binDir
+	}
+	dir, err := os.MkdirTemp("", "sbxe2ebin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pkg := range []string{"sbx", "sbx-mcp"} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, pkg), "github.com/sbx-sh/sbx/cmd/"+pkg)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("build %s: %v\n%s", pkg, err, out)
+		}
+	}
+	binDir = dir
+	return dir
+}
+
+type world struct {
+	t         *testing.T
+	bin, code string
+	env       []string
+	remote    string // the bare repository behind the HTTP remote
+	remoteURL string
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	w := &world{t: t, bin: buildStatic(t)}
+	home, _ := os.MkdirTemp("", "sbxe2eh")
+	state, _ := os.MkdirTemp("", "sbxe2es")
+	base, _ := os.MkdirTemp("", "sbxe2ec")
+	t.Cleanup(func() { os.RemoveAll(home); os.RemoveAll(state); os.RemoveAll(base) })
+	w.code = filepath.Join(base, "code")
+	w.env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "XDG_STATE_HOME=" + state,
+		"SBX_BACKEND=cluster", "AGENT_SANDBOX_KUBECONFIG=" + saConfig, "AGENT_SANDBOX_NAMESPACE=" + ns,
+		"AGENT_SANDBOX_POOL=" + poolName, "AGENT_SANDBOX_CLAIM_TIMEOUT=120", "GIT_CONFIG_NOSYSTEM=1",
+		"GIT_AUTHOR_NAME=e2e", "GIT_AUTHOR_EMAIL=e2e@example.com", "GIT_COMMITTER_NAME=e2e", "GIT_COMMITTER_EMAIL=e2e@example.com"}
+	w.remote = filepath.Join(base, "remote.git")
+	w.git(base, "init", "-q", "--bare", "-b", "main", w.remote)
+	w.git(w.remote, "config", "http.receivepack", "true")
+	execPath, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		t.Fatal("the e2e tests need git")
+	}
+	srv := httptest.NewServer(&cgi.Handler{
+		Path: filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend"),
+		Env:  []string{"GIT_PROJECT_ROOT=" + base, "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1", "HOME=" + home},
+	})
+	t.Cleanup(srv.Close)
+	w.remoteURL = srv.URL + "/remote.git"
+	w.git(base, "init", "-q", "-b", "main", w.code)
+	os.WriteFile(filepath.Join(w.code, "README"), []byte("from the host\n"), 0o644)
+	w.git(w.code, "add", "README")
+	w.git(w.code, "commit", "-qm", "first")
+	w.git(w.code, "remote", "add", "origin", w.remoteURL)
+	return w
+}
+
+func (w *world) git(dir string, args ...string) string {
+	w.t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir, cmd.Env = dir, w.env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		w.t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+func (w *world) sbx(args ...string) (string, string, int) {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(w.bin, "sbx"), args...)
+	cmd.Dir, cmd.Env = w.code, w.env
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		w.t.Fatal(err)
+	}
+	return o.String(), e.String(), code
+}
+
+func TestSbxExecSyncsBothWaysAndRoutesGitPush(t *testing.T) {
+	w := newWorld(t)
+	out, errs, code := w.sbx("exec", "--keep", "--session", "e2e-cli", "--", "cat README; echo from-the-pod > made.txt; mkdir -p d && echo x > d/y")
+	if code != 0 || out != "from the host\n" {
+		t.Fatalf("exec: exit %d, out %q, err %q", code, out, errs)
+	}
+	if b, _ := os.ReadFile(filepath.Join(w.code, "made.txt")); string(b) != "from-the-pod\n" {
+		t.Fatalf("the pod's change did not come back: %q (%s)", b, errs)
+	}
+	os.WriteFile(filepath.Join(w.code, "README"), []byte("edited on the host\n"), 0o644)
+	out, errs, code = w.sbx("exec", "--session", "e2e-cli", "--", "cat README; ls d; rm made.txt")
+	if code != 0 || out != "edited on the host\ny\n" {
+		t.Fatalf("second exec: exit %d, out %q, err %q", code, out, errs)
+	}
+	if _, err := os.Stat(filepath.Join(w.code, "made.txt")); err == nil {
+		t.Fatal("a deletion in the pod did not come back")
+	}
+	// git push runs on the host, where the credentials are.
+	w.git(w.code, "commit", "-qam", "second")
+	out, errs, code = w.sbx("exec", "--session", "e2e-cli", "--", "git", "push", "-q", "origin", "HEAD:refs/heads/main")
+	if code != 0 {
+		t.Fatalf("git push: exit %d, %q %q", code, out, errs)
+	}
+	if log, err := exec.Command("git", "--git-dir", w.remote, "log", "--oneline", "main").CombinedOutput(); err != nil || !strings.Contains(string(log), "second") {
+		t.Fatalf("push did not reach the remote: %v %s", err, log)
+	}
+	// The claim is found by label, listed, and released.
+	out, errs, code = w.sbx("ls", "--backend", "cluster")
+	if code != 0 || !strings.Contains(out, "e2e-cli") {
+		t.Fatalf("ls --backend cluster: %d %q %q", code, out, errs)
+	}
+	if out, errs, code = w.sbx("release", "--session", "e2e-cli"); code != 0 {
+		t.Fatalf("release: %d %q %q", code, out, errs)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		out, _, _ = w.sbx("ls", "--backend", "cluster")
+		if !strings.Contains(out, "e2e-cli") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("claim still listed after release:\n%s", out)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+func TestSbxMCPOnTheCluster(t *testing.T) {
+	w := newWorld(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.Command(filepath.Join(w.bin, "sbx-mcp"))
+	cmd.Dir, cmd.Env = w.code, w.env
+	cmd.Stderr = os.Stderr
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "sbx-e2e"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "cat README && echo via-mcp > mcp.txt"}})
+	if err != nil || res.IsError {
+		t.Fatalf("bash: %v %+v", err, res)
+	}
+	text := res.Content[0].(*mcp.TextContent).Text
+	if !strings.Contains(text, "from the host") {
+		t.Fatalf("bash output: %q", text)
+	}
+	if b, _ := os.ReadFile(filepath.Join(w.code, "mcp.txt")); string(b) != "via-mcp\n" {
+		t.Fatalf("the tool's change is not on the host: %q", b)
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "read", Arguments: map[string]any{"file_path": filepath.Join(w.code, "mcp.txt")}})
+	if err != nil || res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "via-mcp") {
+		t.Fatalf("read: %v %+v", err, res)
+	}
+	cs.Close()
+	// The session's claim goes with the connection.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		out, _, _ := w.sbx("ls", "--backend", "cluster")
+		if !strings.Contains(out, "mcp-") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("claim still listed after the MCP client left:\n%s", out)
+		}
+		time.Sleep(time.Second)
+	}
+}
