@@ -103,17 +103,9 @@ func (p *Sessions) bash(ctx context.Context, req *mcp.CallToolRequest, in BashIn
 		})
 		return out, res, err
 	}
+	// A working directory that a command removed is the engine's to handle:
+	// it runs the next command in the first code dir and says so.
 	out, res, err := run(c.firstDir())
-	if res.ExitCode == 127 && (err == nil || errors.Is(err, session.ErrSync)) {
-		// The engine keeps a working directory that a command removed, and
-		// the shell then cannot start there: start over where the session
-		// began, as the agents' own shells do.
-		if gone := c.sess.Info().Cwd; gone != "" && !c.dirExists(ctx, gone) {
-			start := c.startDir()
-			c.notes = append(c.notes, fmt.Sprintf("the working directory %s no longer exists; the command ran in %s", gone, start))
-			out, res, err = run(start)
-		}
-	}
 	stop()
 	var syncErr error
 	if errors.Is(err, session.ErrSync) {

@@ -270,12 +270,6 @@ func (c *call) startDir() string {
 	return "/"
 }
 
-// dirExists asks the sandbox whether dir is a directory.
-func (c *call) dirExists(ctx context.Context, dir string) bool {
-	res, err := c.sess.Exec(ctx, session.Run{Argv: []string{"/bin/sh", "-c", `[ -d "$1" ]`, "sbx", dir}, Dir: "/"})
-	return err == nil && res.ExitCode == 0
-}
-
 // failed looks at an engine error: a lost sandbox is dropped so that the
 // next call claims a new one, and the error says so.
 func (c *call) failed(err error) error {

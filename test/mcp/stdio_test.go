@@ -123,7 +123,7 @@ func TestBash(t *testing.T) {
 		c := c.with(t)
 		c.bash("mkdir -p /tmp/gone && cd /tmp/gone")
 		c.bash("rmdir /tmp/gone")
-		wantContains(t, c.bash("pwd"), e.code+"\n", "Note: the working directory /tmp/gone no longer exists; the command ran in "+e.code)
+		wantContains(t, c.bash("pwd"), e.code+"\n", "sbx: /tmp/gone no longer exists; running in "+e.code)
 		wantContains(t, c.bash("pwd"), e.code+"\nExit code: 0")
 	})
 	t.Run("errors", func(t *testing.T) {
