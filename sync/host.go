@@ -298,8 +298,12 @@ func (r *Round) Finish(reply HelperReply) (Report, error) {
 	wasReset := h.st.Reset
 	h.st.Reset = false
 	if !r.spooled {
-		if rep.Pushed == 0 && !wasReset {
-			return rep, nil // nothing changed on either side: nothing to save
+		// Nothing came back: nothing to save but a reset. A push alone is not
+		// saved either (a later process that lost it sends the same changes
+		// again, which the sandbox applies as no-ops), so a change costs its
+		// file, not a rewrite of the whole manifest.
+		if !wasReset {
+			return rep, nil
 		}
 		return rep, h.save()
 	}
