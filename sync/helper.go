@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	gosync "sync"
@@ -227,10 +228,17 @@ func (h *Helper) Apply(push io.Reader) error {
 		racy := time.Now().Add(-racyWindow).UnixNano()
 		applied := 0
 		fresh := hd.d.Reset // a new sandbox: nothing of its own to keep aside
+		dirs := &dirRoots{base: r, m: map[string]*os.Root{}}
 		err = ReadPatch(push, DefaultLimits, func(it *Item) error {
 			applied++
 			if fresh {
-				e, err := writeItem(r, it, "", true)
+				// Each operation through the directory's own root: os.Root
+				// would otherwise walk the whole path again for each one.
+				sub, err := dirs.get(path.Dir(it.Path))
+				if err != nil {
+					return fmt.Errorf("apply %s: %w", it.Path, err)
+				}
+				e, err := writeItem(sub, it, path.Base(it.Path), true)
 				if err != nil {
 					return fmt.Errorf("apply %s: %w", it.Path, err)
 				}
@@ -266,6 +274,7 @@ func (h *Helper) Apply(push io.Reader) error {
 			m[it.Path] = e
 			return nil
 		})
+		dirs.close()
 		r.Close()
 		if err != nil {
 			return err
@@ -279,6 +288,37 @@ func (h *Helper) Apply(push io.Reader) error {
 	// Nothing is read past the last patch: on a remote backend's stream the
 	// command's own stdin follows.
 	return nil
+}
+
+// dirRoots caches an os.Root per directory of a tree being filled.
+type dirRoots struct {
+	base *os.Root
+	m    map[string]*os.Root
+}
+
+func (d *dirRoots) get(dir string) (*os.Root, error) {
+	if dir == "." {
+		return d.base, nil
+	}
+	if r, ok := d.m[dir]; ok {
+		return r, nil
+	}
+	parent, err := d.get(path.Dir(dir))
+	if err != nil {
+		return nil, err
+	}
+	r, err := parent.OpenRoot(path.Base(dir))
+	if err != nil {
+		return nil, err
+	}
+	d.m[dir] = r
+	return r, nil
+}
+
+func (d *dirRoots) close() {
+	for _, r := range d.m {
+		r.Close()
+	}
 }
 
 // sameIgnoringHash compares what a cheap stat can tell.
