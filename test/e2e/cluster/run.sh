@@ -41,7 +41,7 @@ t2=$(date +%s)
 cd "$ROOT"
 export SBX_E2E_KUBECONFIG=$LAB/etc/admin.kubeconfig SBX_E2E_KUBECTL=$LAB/bin/kubectl
 set +e
-go test -tags e2e -count=1 -v -timeout 20m ./test/e2e/cluster/ 2>&1 | tee "$LAB/logs/e2e-test.log"
+go test -tags e2e -count=1 -v -timeout 20m -skip '^TestBenchmarks$' ./test/e2e/cluster/ 2>&1 | tee "$LAB/logs/e2e-test.log"
 rc=${PIPESTATUS[0]}
 if [ "$rc" = 0 ] && [ -n "${BENCH:-}" ]; then
 	SBX_E2E_BENCH_OUT=${BENCH_OUT:-$ROOT/docs/benchmarks-cluster.md} go test -tags e2e -count=1 -v -timeout 30m \
