@@ -72,3 +72,19 @@ func GitTop(dir string) string {
 		}
 	}
 }
+
+// ChooseCodeDirs picks the code dirs of a command run from cwd: the ones
+// given (flags), else the configured ones, else the git top level of cwd,
+// else cwd itself.
+func ChooseCodeDirs(given, configured []string, cwd string) []string {
+	switch {
+	case len(given) > 0:
+		return given
+	case len(configured) > 0:
+		return configured
+	}
+	if top := GitTop(cwd); top != "" {
+		return []string{top}
+	}
+	return []string{cwd}
+}

@@ -297,17 +297,7 @@ func setup(codeDirFlags []string, net bool, idle string) (config.Config, string,
 			return cfg, "", nil, &config.Error{Source: "flags", Key: "--idle-ttl", Msg: err.Error()}
 		}
 	}
-	dirs := codeDirFlags
-	if len(dirs) == 0 {
-		dirs = cfg.CodeDirs
-	}
-	if len(dirs) == 0 {
-		if top != "" {
-			dirs = []string{top}
-		} else {
-			dirs = []string{cwd}
-		}
-	}
+	dirs := session.ChooseCodeDirs(codeDirFlags, cfg.CodeDirs, cwd)
 	root, err := session.DefaultStateRoot()
 	if err != nil {
 		return cfg, "", nil, err

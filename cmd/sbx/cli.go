@@ -209,17 +209,7 @@ func (c *cli) setup(codeDirFlags []string, net bool, timeout string, hostCommand
 	if err != nil {
 		return nil, err
 	}
-	dirs := []string(codeDirFlags)
-	if len(dirs) == 0 {
-		dirs = cfg.CodeDirs
-	}
-	if len(dirs) == 0 {
-		if top != "" {
-			dirs = []string{top}
-		} else {
-			dirs = []string{cwd}
-		}
-	}
+	dirs := session.ChooseCodeDirs(codeDirFlags, cfg.CodeDirs, cwd)
 	root, err := session.DefaultStateRoot()
 	if err != nil {
 		return nil, err
@@ -523,17 +513,7 @@ func (c *cli) route(args []string) int {
 		fmt.Fprintf(c.stderr, "sbx: error: %v\n", err)
 		return exitUsage
 	}
-	dirs := []string(codeDirs)
-	if len(dirs) == 0 {
-		dirs = cfg.CodeDirs
-	}
-	if len(dirs) == 0 {
-		if top := session.GitTop(cwd); top != "" {
-			dirs = []string{top}
-		} else {
-			dirs = []string{cwd}
-		}
-	}
+	dirs := session.ChooseCodeDirs(codeDirs, cfg.CodeDirs, cwd)
 	for i, d := range dirs {
 		if dirs[i], err = filepath.Abs(d); err != nil {
 			fmt.Fprintf(c.stderr, "sbx: error: %v\n", err)
@@ -564,14 +544,7 @@ func (c *cli) accept(args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	dirs := []string(codeDirs)
-	if len(dirs) == 0 {
-		if top := session.GitTop(cwd); top != "" {
-			dirs = []string{top}
-		} else {
-			dirs = []string{cwd}
-		}
-	}
+	dirs := session.ChooseCodeDirs(codeDirs, nil, cwd)
 	names := fs.Args()
 	applied := 0
 	for _, d := range dirs {
