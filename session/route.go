@@ -78,6 +78,14 @@ func (s *Session) runOnHost(ctx context.Context, sb sandbox.Sandbox, d router.De
 		res.TimedOut, res.ExitCode, herr = true, sandbox.TimeoutExitCode, nil
 	}
 	_, rep2, err := s.roundTrip(ctx, sb, noop())
+	// A host git command can write files that host tools run or trust
+	// (a pulled .claude/settings.json, say): they did not come through the
+	// quarantine, so say so loudly.
+	for _, p := range rep2.ProtectedPushed {
+		s.mu.Lock()
+		s.note(fmt.Sprintf("the host command changed %s, a file host tools trust (agent or editor settings, hooks); it did not pass through sbx's quarantine: review it", p))
+		s.mu.Unlock()
+	}
 	rep.Pushed += rep2.Pushed
 	rep.Applied += rep2.Applied
 	rep.Refused = append(rep.Refused, rep2.Refused...)

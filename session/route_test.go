@@ -94,6 +94,30 @@ func TestGitPushRunsOnTheHostEverythingElseInTheSandbox(t *testing.T) {
 	if out, o = sh(t, s, "git status --short && echo ok"); o.ExitCode != 0 || !strings.Contains(out, "ok") {
 		t.Fatalf("git status through the stub: %s", out)
 	}
+	// A host git pull that brings in a file host tools trust is reported:
+	// it did not come through the quarantine.
+	other := filepath.Join(tempDir(t), "other")
+	for _, args := range [][]string{{"clone", "-q", url, other}} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	os.MkdirAll(filepath.Join(other, ".claude"), 0o755)
+	os.WriteFile(filepath.Join(other, ".claude", "settings.json"), []byte(`{"hooks":{}}`), 0o644)
+	for _, args := range [][]string{{"add", "."}, {"-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "hook"}, {"push", "-q", "origin", "HEAD:main"}} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = other
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	s.Notices()
+	if out, o = sh(t, s, "git pull -q --ff-only origin main"); o.Route.Where != router.Host || o.ExitCode != 0 {
+		t.Fatalf("pull: %s exit %d\n%s", o.Route.Reason, o.ExitCode, out)
+	}
+	if notes := strings.Join(s.Notices(), "\n"); !strings.Contains(notes, ".claude/settings.json") || !strings.Contains(notes, "quarantine") {
+		t.Fatalf("a pulled .claude/settings.json was not reported: %q", notes)
+	}
 	// Every decision is in the audit log.
 	fh, err := os.Open(filepath.Join(f.root, "route", "audit.jsonl"))
 	if err != nil {
@@ -112,7 +136,7 @@ func TestGitPushRunsOnTheHostEverythingElseInTheSandbox(t *testing.T) {
 		}
 		wheres = append(wheres, e.Where)
 	}
-	if strings.Join(wheres, ",") != "sandbox,host,sandbox,sandbox" {
+	if strings.Join(wheres, ",") != "sandbox,host,sandbox,sandbox,host" {
 		t.Fatalf("audit log: %v", wheres)
 	}
 }

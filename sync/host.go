@@ -72,6 +72,10 @@ type Report struct {
 	// Quarantined lists protected paths whose sandbox change waits under
 	// .sbx/quarantine/ for sbx accept.
 	Quarantined []string
+	// ProtectedPushed lists protected paths that changed on the host since
+	// the last sync (and went into the sandbox). After a host command such
+	// as git pull, these are files the command wrote that host tools trust.
+	ProtectedPushed []string
 }
 
 // OpenHost loads the sync state of a session from stateDir.
@@ -186,6 +190,11 @@ func (h *Host) Begin() (*Round, Report, error) {
 		r.cur = append(r.cur, cur)
 		r.changes = append(r.changes, Diff(h.st.Manifests[i], cur))
 		r.report.Pushed += len(r.changes[i])
+		for _, c := range r.changes[i] {
+			if d.protected.ExcludedPath(c.Path, c.Entry.Mode.IsDir()) {
+				r.report.ProtectedPushed = append(r.report.ProtectedPushed, filepath.Join(d.cfg.Path, c.Path))
+			}
+		}
 		r.Request.Dirs = append(r.Request.Dirs, HelperDir{Path: d.cfg.Path, Exclude: d.excludes, Reset: h.st.Reset})
 	}
 	return r, recovered, nil
