@@ -19,7 +19,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -27,6 +26,7 @@ import (
 	"github.com/sbx-sh/sbx/cluster"
 	"github.com/sbx-sh/sbx/config"
 	"github.com/sbx-sh/sbx/inpod"
+	"github.com/sbx-sh/sbx/internal/version"
 	"github.com/sbx-sh/sbx/local"
 	"github.com/sbx-sh/sbx/router"
 	"github.com/sbx-sh/sbx/sandbox"
@@ -34,18 +34,7 @@ import (
 	"github.com/sbx-sh/sbx/tools"
 )
 
-var version = "0.1.0-dev"
-
-func versionString() string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				return version + "+" + s.Value[:12]
-			}
-		}
-	}
-	return version
-}
+func versionString() string { return version.String() }
 
 func main() {
 	local.Main() // a sandbox init re-executes this binary

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -19,6 +18,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sbx-sh/sbx/config"
+	"github.com/sbx-sh/sbx/internal/version"
 	"github.com/sbx-sh/sbx/local"
 	"github.com/sbx-sh/sbx/router"
 	"github.com/sbx-sh/sbx/sandbox"
@@ -59,18 +59,7 @@ Exit status of exec: the command's own; 124 when it timed out; 125 when sbx
 itself failed (claim, sync, config).
 `
 
-var version = "0.1.0-dev"
-
-func versionString() string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				return version + "+" + s.Value[:12]
-			}
-		}
-	}
-	return version
-}
+func versionString() string { return version.String() }
 
 // cli carries what every sub-command needs.
 type cli struct {
