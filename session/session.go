@@ -756,11 +756,3 @@ func staleReason(info Info, err error) string {
 	}
 	return err.Error()
 }
-
-func readJSONFile(path string, v any) error {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(raw, v)
-}

@@ -281,11 +281,6 @@ func hashReader(r io.Reader) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)[:16]), nil
 }
 
-// Scan walks root with no excludes and no previous manifest.
-func Scan(root string) (Manifest, error) {
-	return (&Scanner{}).Scan(root, nil)
-}
-
 // Change is one difference between two manifests.
 type Change struct {
 	Path    string
