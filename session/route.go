@@ -60,8 +60,7 @@ func (s *Session) route(command, cwd string) router.Decision {
 // the host with no shell, then the host's changes go into the sandbox (so
 // `git pull` results are seen there).
 func (s *Session) runOnHost(ctx context.Context, sb sandbox.Sandbox, d router.Decision, r Run) (sandbox.Result, sbxsync.Report, error) {
-	noop := func() *sandbox.Cmd { return &sandbox.Cmd{Argv: []string{"/bin/true"}, Env: BaseEnv(false)} }
-	_, rep, err := s.roundTrip(ctx, sb, noop())
+	rep, err := s.syncOnly(ctx, sb)
 	if err != nil {
 		return sandbox.Result{}, rep, fmt.Errorf("bring the sandbox's changes back before the host command: %w", err)
 	}
@@ -77,7 +76,7 @@ func (s *Session) runOnHost(ctx context.Context, sb sandbox.Sandbox, d router.De
 	if hctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
 		res.TimedOut, res.ExitCode, herr = true, sandbox.TimeoutExitCode, nil
 	}
-	_, rep2, err := s.roundTrip(ctx, sb, noop())
+	rep2, err := s.syncOnly(ctx, sb)
 	// A host git command can write files that host tools run or trust
 	// (a pulled .claude/settings.json, say): they did not come through the
 	// quarantine, so say so loudly.

@@ -381,6 +381,14 @@ func (s *Session) Exec(ctx context.Context, r Run) (Outcome, error) {
 	return out, err
 }
 
+// syncOnly is a round trip around a command that does nothing: the host's
+// changes go in and the sandbox's come back (around a host command, and
+// before and after a background job).
+func (s *Session) syncOnly(ctx context.Context, sb sandbox.Sandbox) (sbxsync.Report, error) {
+	_, rep, err := s.roundTrip(ctx, sb, &sandbox.Cmd{Argv: []string{"/bin/true"}, Env: BaseEnv(false)})
+	return rep, err
+}
+
 // roundTrip runs cmd as one round trip of the sync: the host's changes go
 // in with it, the sandbox's come back with its end.
 func (s *Session) roundTrip(ctx context.Context, sb sandbox.Sandbox, cmd *sandbox.Cmd) (sandbox.Result, sbxsync.Report, error) {
@@ -554,7 +562,7 @@ func (s *Session) Spawn(ctx context.Context, r Run) (*Job, error) {
 	s.mu.Unlock()
 	if err == nil {
 		// The job starts on the host's current tree.
-		_, _, err = s.roundTrip(ctx, sb, &sandbox.Cmd{Argv: []string{"/bin/true"}, Env: BaseEnv(false)})
+		_, err = s.syncOnly(ctx, sb)
 	}
 	l.unlock()
 	s.run.Unlock()
@@ -592,7 +600,7 @@ func (s *Session) Spawn(ctx context.Context, r Run) (*Job, error) {
 		defer l.unlock()
 		var rep sbxsync.Report
 		if err == nil || errors.Is(err, context.Canceled) {
-			_, rep, err = s.roundTrip(context.Background(), sb, &sandbox.Cmd{Argv: []string{"/bin/true"}, Env: BaseEnv(false)})
+			rep, err = s.syncOnly(context.Background(), sb)
 			if err == nil {
 				err = jctx.Err()
 			}
