@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"net/http/cgi"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,35 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbx-sh/sbx/internal/gittest"
 	"github.com/sbx-sh/sbx/local"
 	"github.com/sbx-sh/sbx/router"
 )
 
-// gitRemote serves a bare repository over smart HTTP (host git refuses local
-// transports) and returns its URL.
+// gitRemote serves a bare repository over smart HTTP and returns its URL.
 func gitRemote(t *testing.T, home string) (url, bare string) {
-	t.Helper()
-	base := tempDir(t)
-	bare = filepath.Join(base, "remote.git")
-	run := func(dir string, args ...string) {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
-	run(base, "init", "-q", "--bare", "-b", "main", bare)
-	run(bare, "config", "http.receivepack", "true")
-	execPath, err := exec.Command("git", "--exec-path").Output()
-	if err != nil {
-		t.Fatal("these tests need git (apt-get install git)")
-	}
-	srv := httptest.NewServer(&cgi.Handler{
-		Path: filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend"),
-		Env:  []string{"GIT_PROJECT_ROOT=" + base, "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1", "HOME=" + home},
-	})
-	t.Cleanup(srv.Close)
-	return srv.URL + "/remote.git", bare
+	return gittest.HTTPRemote(t, tempDir(t), home)
 }
 
 func TestGitPushRunsOnTheHostEverythingElseInTheSandbox(t *testing.T) {

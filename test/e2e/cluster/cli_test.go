@@ -5,8 +5,6 @@ package clustere2e
 import (
 	"bytes"
 	"context"
-	"net/http/cgi"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +13,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sbx-sh/sbx/internal/gittest"
 )
 
 // The engine end to end on the cluster: sbx exec and sbx-mcp, built static
@@ -62,19 +62,7 @@ func newWorld(t *testing.T) *world {
 		"SBX_BACKEND=cluster", "AGENT_SANDBOX_KUBECONFIG=" + saConfig, "AGENT_SANDBOX_NAMESPACE=" + ns,
 		"AGENT_SANDBOX_POOL=" + poolName, "AGENT_SANDBOX_CLAIM_TIMEOUT=120", "GIT_CONFIG_NOSYSTEM=1",
 		"GIT_AUTHOR_NAME=e2e", "GIT_AUTHOR_EMAIL=e2e@example.com", "GIT_COMMITTER_NAME=e2e", "GIT_COMMITTER_EMAIL=e2e@example.com"}
-	w.remote = filepath.Join(base, "remote.git")
-	w.git(base, "init", "-q", "--bare", "-b", "main", w.remote)
-	w.git(w.remote, "config", "http.receivepack", "true")
-	execPath, err := exec.Command("git", "--exec-path").Output()
-	if err != nil {
-		t.Fatal("the e2e tests need git")
-	}
-	srv := httptest.NewServer(&cgi.Handler{
-		Path: filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend"),
-		Env:  []string{"GIT_PROJECT_ROOT=" + base, "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1", "HOME=" + home},
-	})
-	t.Cleanup(srv.Close)
-	w.remoteURL = srv.URL + "/remote.git"
+	w.remoteURL, w.remote = gittest.HTTPRemote(t, base, home)
 	w.git(base, "init", "-q", "-b", "main", w.code)
 	os.WriteFile(filepath.Join(w.code, "README"), []byte("from the host\n"), 0o644)
 	w.git(w.code, "add", "README")
