@@ -29,95 +29,147 @@ func local(ctx context.Context, argv []string, stdin io.Reader, stdout io.Writer
 	return cmd.Run()
 }
 
+// localStream runs the helper as a local process the way a Kubernetes exec
+// runs it in a pod: when ctx ends (the stream broke) the process is not
+// killed, its input just ends.
+func localStream(ctx context.Context, argv []string, stdin io.Reader, stdout io.Writer) error {
+	cmd := exec.Command(os.Args[0], argv[1:]...)
+	w, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = stdout, os.Stderr
+	cmd.WaitDelay = 10 * time.Second
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	go func() { io.Copy(w, stdin); w.Close() }()
+	stop := context.AfterFunc(ctx, func() { w.Close() })
+	defer stop()
+	return cmd.Wait()
+}
+
 var env = []string{"PATH=/usr/bin:/bin"}
 
-func TestExecStreamsAndExitCodes(t *testing.T) {
-	var out bytes.Buffer
-	res, err := Exec(context.Background(), local, "helper", &sandbox.Cmd{
-		Argv: []string{"sh", "-c", "echo out; echo err >&2; cat; pwd >&3; exit 7"}, Env: env, Dir: "/tmp",
-		Stdin: strings.NewReader("fed\n"), Stdout: &out, Stderr: &out, Fd3: &bytes.Buffer{},
+// transports runs a test over both ways of reaching the helper: one exec per
+// call, and streams on one long-lived exec (the mux).
+func transports(t *testing.T, f func(t *testing.T, run StreamFunc)) {
+	t.Run("exec", func(t *testing.T) { f(t, local) })
+	t.Run("mux", func(t *testing.T) {
+		m, err := StartMux(context.Background(), localStream, "helper")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		f(t, m.Run)
+		if m.Closed() {
+			t.Fatal("the mux ended during the test")
+		}
 	})
-	if err != nil || res.ExitCode != 7 {
-		t.Fatalf("res %+v err %v", res, err)
-	}
-	if out.String() != "out\nerr\nfed\n" {
-		t.Fatalf("output %q", out.String())
-	}
-	res, err = Exec(context.Background(), local, "helper", &sandbox.Cmd{Argv: []string{"no-such-program"}, Env: env, Stderr: &out})
-	if err != nil || res.ExitCode != 127 {
-		t.Fatalf("missing program: %+v %v", res, err)
-	}
+}
+
+func TestExecStreamsAndExitCodes(t *testing.T) {
+	transports(t, func(t *testing.T, run StreamFunc) {
+		var out bytes.Buffer
+		res, err := Exec(context.Background(), run, "helper", &sandbox.Cmd{
+			Argv: []string{"sh", "-c", "echo out; echo err >&2; cat; pwd >&3; exit 7"}, Env: env, Dir: "/tmp",
+			Stdin: strings.NewReader("fed\n"), Stdout: &out, Stderr: &out, Fd3: &bytes.Buffer{},
+		})
+		if err != nil || res.ExitCode != 7 {
+			t.Fatalf("res %+v err %v", res, err)
+		}
+		if out.String() != "out\nerr\nfed\n" {
+			t.Fatalf("output %q", out.String())
+		}
+		res, err = Exec(context.Background(), run, "helper", &sandbox.Cmd{Argv: []string{"no-such-program"}, Env: env, Stderr: &out})
+		if err != nil || res.ExitCode != 127 {
+			t.Fatalf("missing program: %+v %v", res, err)
+		}
+		// An empty environment stays empty (nothing of the helper's), and
+		// the program is found on the default PATH, as execvp does.
+		out.Reset()
+		res, err = Exec(context.Background(), run, "helper", &sandbox.Cmd{Argv: []string{"env"}, Stdout: &out})
+		if err != nil || res.ExitCode != 0 || out.String() != "" {
+			t.Fatalf("no environment: %+v %v %q", res, err, out.String())
+		}
+	})
 }
 
 func TestTimeoutKillsTheTree(t *testing.T) {
-	marker := "sbx-inpod-test-" + time.Now().Format("150405.000000")
-	start := time.Now()
-	res, err := Exec(context.Background(), local, "helper", &sandbox.Cmd{
-		Argv: []string{"bash", "-c", "setsid bash -c 'exec -a " + marker + " sleep 300' & (exec -a " + marker + " sleep 300) & wait"},
-		Env:  env, Timeout: 500 * time.Millisecond,
-	})
-	if err != nil || !res.TimedOut || res.ExitCode != 124 {
-		t.Fatalf("res %+v err %v", res, err)
-	}
-	if time.Since(start) > 10*time.Second {
-		t.Fatal("timeout too slow")
-	}
-	time.Sleep(100 * time.Millisecond)
-	dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, d := range dirs {
-		if b, _ := os.ReadFile(d); strings.Contains(string(b), marker) {
-			t.Fatalf("survivor: %s", d)
+	transports(t, func(t *testing.T, run StreamFunc) {
+		marker := "sbx-inpod-test-" + time.Now().Format("150405.000000")
+		start := time.Now()
+		res, err := Exec(context.Background(), run, "helper", &sandbox.Cmd{
+			Argv: []string{"bash", "-c", "setsid bash -c 'exec -a " + marker + " sleep 300' & (exec -a " + marker + " sleep 300) & wait"},
+			Env:  env, Timeout: 500 * time.Millisecond,
+		})
+		if err != nil || !res.TimedOut || res.ExitCode != 124 {
+			t.Fatalf("res %+v err %v", res, err)
 		}
-	}
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("timeout too slow")
+		}
+		time.Sleep(100 * time.Millisecond)
+		dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+		for _, d := range dirs {
+			if b, _ := os.ReadFile(d); strings.Contains(string(b), marker) {
+				t.Fatalf("survivor: %s", d)
+			}
+		}
+	})
 }
 
 func TestCancelKillsTheCommand(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() { time.Sleep(300 * time.Millisecond); cancel() }()
-	start := time.Now()
-	_, err := Exec(ctx, local, "helper", &sandbox.Cmd{Argv: []string{"sleep", "60"}, Env: env})
-	if err == nil || time.Since(start) > 10*time.Second {
-		t.Fatalf("cancel: %v after %s", err, time.Since(start))
-	}
+	transports(t, func(t *testing.T, run StreamFunc) {
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { time.Sleep(300 * time.Millisecond); cancel() }()
+		start := time.Now()
+		_, err := Exec(ctx, run, "helper", &sandbox.Cmd{Argv: []string{"sleep", "60"}, Env: env})
+		if err == nil || time.Since(start) > 10*time.Second {
+			t.Fatalf("cancel: %v after %s", err, time.Since(start))
+		}
+	})
 }
 
 func TestSyncRoundTripThroughTheHelper(t *testing.T) {
-	host, box, state := t.TempDir(), t.TempDir(), t.TempDir()
-	os.WriteFile(filepath.Join(host, "a"), []byte("from host"), 0o644)
-	h, err := sbxsync.OpenHost(state, []sbxsync.HostDir{{Path: host}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, _, err := h.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	req := r.Request
-	req.StateDir, req.Dirs = t.TempDir(), []sbxsync.HelperDir{{Path: box, Reset: true}}
-	raw, _ := json.Marshal(req)
-	pushR, pushW := io.Pipe()
-	go func() { pushW.CloseWithError(r.WritePush(pushW)) }()
-	pullR, pullW := io.Pipe()
-	pulled := make(chan error, 1)
-	go func() { err := r.ReadPull(pullR); io.Copy(io.Discard, pullR); pulled <- err }()
-	var out bytes.Buffer
-	res, err := Exec(context.Background(), local, "helper", &sandbox.Cmd{
-		Argv: []string{"sh", "-c", "cat a; echo made > b"}, Env: env, Dir: box, Stdout: &out,
-		Sync: &sandbox.SyncIO{Request: raw, Push: pushR, Pull: pullW},
+	transports(t, func(t *testing.T, run StreamFunc) {
+		host, box, state := t.TempDir(), t.TempDir(), t.TempDir()
+		os.WriteFile(filepath.Join(host, "a"), []byte("from host"), 0o644)
+		h, err := sbxsync.OpenHost(state, []sbxsync.HostDir{{Path: host}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _, err := h.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := r.Request
+		req.StateDir, req.Dirs = t.TempDir(), []sbxsync.HelperDir{{Path: box, Reset: true}}
+		raw, _ := json.Marshal(req)
+		pushR, pushW := io.Pipe()
+		go func() { pushW.CloseWithError(r.WritePush(pushW)) }()
+		pullR, pullW := io.Pipe()
+		pulled := make(chan error, 1)
+		go func() { err := r.ReadPull(pullR); io.Copy(io.Discard, pullR); pulled <- err }()
+		var out bytes.Buffer
+		res, err := Exec(context.Background(), run, "helper", &sandbox.Cmd{
+			Argv: []string{"sh", "-c", "cat a; echo made > b"}, Env: env, Dir: box, Stdout: &out,
+			Sync: &sandbox.SyncIO{Request: raw, Push: pushR, Pull: pullW},
+		})
+		pullW.Close()
+		if err != nil || res.ExitCode != 0 || out.String() != "from host" {
+			t.Fatalf("res %+v err %v out %q", res, err, out.String())
+		}
+		if err := <-pulled; err != nil {
+			t.Fatal(err)
+		}
+		var reply sbxsync.HelperReply
+		json.Unmarshal(res.SyncReply, &reply)
+		if _, err := r.Finish(reply); err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := os.ReadFile(filepath.Join(host, "b")); string(b) != "made\n" {
+			t.Fatalf("pull: %q", b)
+		}
 	})
-	pullW.Close()
-	if err != nil || res.ExitCode != 0 || out.String() != "from host" {
-		t.Fatalf("res %+v err %v out %q", res, err, out.String())
-	}
-	if err := <-pulled; err != nil {
-		t.Fatal(err)
-	}
-	var reply sbxsync.HelperReply
-	json.Unmarshal(res.SyncReply, &reply)
-	if _, err := r.Finish(reply); err != nil {
-		t.Fatal(err)
-	}
-	if b, _ := os.ReadFile(filepath.Join(host, "b")); string(b) != "made\n" {
-		t.Fatalf("pull: %q", b)
-	}
 }

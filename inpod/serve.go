@@ -33,10 +33,12 @@ func Main() {
 		os.Exit(0)
 	case len(args) == 1 && args[0] == "serve":
 		os.Exit(Serve(os.Stdin, os.Stdout))
+	case len(args) == 1 && args[0] == "mux":
+		os.Exit(Mux(os.Stdin, os.Stdout))
 	case len(args) == 2 && args[0] == "kill":
 		os.Exit(kill(args[1]))
 	}
-	fmt.Fprintln(os.Stderr, "usage: sbx __inpod version|serve|kill ID")
+	fmt.Fprintln(os.Stderr, "usage: sbx __inpod version|serve|mux|kill ID")
 	os.Exit(2)
 }
 
@@ -95,7 +97,9 @@ func Serve(in io.Reader, out io.Writer) int {
 	} else {
 		return fail(127, false, err)
 	}
-	cmd.Env, cmd.Dir = h.Env, h.Dir
+	// Exactly the host's list: a nil Env would hand the command the
+	// helper's own environment.
+	cmd.Env, cmd.Dir = append(make([]string, 0, len(h.Env)), h.Env...), h.Dir
 	for _, kv := range h.Env {
 		if home, ok := strings.CutPrefix(kv, "HOME="); ok && home != "" {
 			os.MkdirAll(home, 0o700) // an image without the sandbox user's home
@@ -256,12 +260,16 @@ func descendants(pid int) []int {
 	return out
 }
 
+// defaultPath is searched when the command's environment has no PATH, as
+// execvp does.
+const defaultPath = "/usr/local/bin:/usr/bin:/bin"
+
 // lookPath finds a program on the command's own PATH.
 func lookPath(name string, env []string) (string, error) {
 	if strings.Contains(name, "/") {
 		return name, nil
 	}
-	path := ""
+	path := defaultPath
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
 			path = v
