@@ -1,0 +1,290 @@
+package inpod
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	gosync "sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/yamux"
+)
+
+// The long-lived exec. Starting a process in a pod costs a whole exec (API
+// server -> kubelet -> runtime), ~200 ms; so a session starts one exec of
+// `sbx __inpod mux` and runs every later helper call as a stream multiplexed
+// on it (yamux, with its per-stream flow control, so one slow consumer never
+// stalls the others), where a call costs one message round trip and the
+// start of a helper process inside the pod.
+//
+// On the mux's stdout the helper first writes one greeting line, muxGreeting,
+// then speaks yamux over stdin/stdout as the server. Each stream the host
+// opens begins with one line naming the helper sub-command ("serve", or
+// "kill ID"); the mux runs the helper (its own binary) as a child with that
+// sub-command, the stream as the child's stdin and stdout, so each call is
+// exactly what one exec of `sbx __inpod serve` was. When the mux ends (the
+// exec's stream broke, the sbx on the host went away), it kills every
+// command still running: a dead session leaves nothing behind in the pod.
+
+// muxGreeting is the first line of the mux's output: it proves that the
+// binary at the helper path is this version of the helper.
+const muxGreeting = Version + " mux\n"
+
+// ErrNoHelper says that what answered at the helper path is not this
+// version's helper (absent, another version, or not a helper at all); the
+// host uploads it and tries again.
+var ErrNoHelper = errors.New("no helper of this version in the sandbox")
+
+func yamuxConfig() *yamux.Config {
+	c := yamux.DefaultConfig()
+	c.MaxStreamWindowSize = 1 << 20
+	c.ConnectionWriteTimeout = time.Minute
+	c.LogOutput = io.Discard
+	return c
+}
+
+// pipeConn joins a reader and a writer into the connection yamux wants.
+type pipeConn struct {
+	io.Reader
+	io.Writer
+	close func() error
+}
+
+func (p pipeConn) Close() error { return p.close() }
+
+// muxSubcommand parses a stream's first line into the helper's arguments.
+// Only the helper's own sub-commands run: the line comes from the host, but
+// the mux is no general way to start programs.
+func muxSubcommand(line string) ([]string, error) {
+	f := strings.Fields(line)
+	switch {
+	case len(f) == 1 && (f[0] == "serve" || f[0] == "version"):
+		return f, nil
+	case len(f) == 2 && f[0] == "kill" && !strings.ContainsAny(f[1], "/."):
+		return f, nil
+	}
+	return nil, fmt.Errorf("mux: unknown request %q", line)
+}
+
+// readLine reads one line from r without reading past it.
+func readLine(r io.Reader, max int) (string, error) {
+	var b []byte
+	var c [1]byte
+	for len(b) < max {
+		if _, err := io.ReadFull(r, c[:]); err != nil {
+			return "", err
+		}
+		if c[0] == '\n' {
+			return string(b), nil
+		}
+		b = append(b, c[0])
+	}
+	return "", fmt.Errorf("line longer than %d bytes", max)
+}
+
+// Mux serves helper calls over in/out until in ends. It returns the
+// process's exit status.
+func Mux(in io.Reader, out io.Writer) int {
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sbx __inpod mux:", err)
+		return 1
+	}
+	if _, err := io.WriteString(out, muxGreeting); err != nil {
+		return 1
+	}
+	sess, err := yamux.Server(pipeConn{in, out, func() error { return nil }}, yamuxConfig())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sbx __inpod mux:", err)
+		return 1
+	}
+	var (
+		mu       gosync.Mutex
+		children = map[int]bool{}
+		wg       gosync.WaitGroup
+	)
+	for {
+		st, err := sess.AcceptStream()
+		if err != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer st.Close()
+			line, err := readLine(st, 256)
+			if err != nil {
+				return
+			}
+			args, err := muxSubcommand(line)
+			if err != nil {
+				fmt.Fprintln(st, err) // not a frame: the host's reader reports a protocol error
+				return
+			}
+			cmd := exec.Command(self, append([]string{"__inpod"}, args...)...)
+			cmd.Stdout, cmd.Stderr = st, os.Stderr
+			stdin, err := cmd.StdinPipe()
+			if err == nil {
+				err = cmd.Start()
+			}
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "sbx __inpod mux:", err)
+				return
+			}
+			mu.Lock()
+			children[cmd.Process.Pid] = true
+			mu.Unlock()
+			// The stream's input goes to the child until the host closes its
+			// side; a child that exits first just stops taking it.
+			go func() {
+				io.Copy(stdin, st)
+				stdin.Close()
+			}()
+			cmd.Wait()
+			mu.Lock()
+			delete(children, cmd.Process.Pid)
+			mu.Unlock()
+		}()
+	}
+	// The host is gone: nothing it started may outlive it.
+	mu.Lock()
+	for pid := range children {
+		killTree(pid)
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	mu.Unlock()
+	sess.Close()
+	wg.Wait()
+	return 0
+}
+
+// MuxClient is the host's end of a mux.
+type MuxClient struct {
+	sess *yamux.Session
+	stop context.CancelFunc
+	done chan struct{}
+	err  error // why the exec ended; read after done
+}
+
+// StartMux starts the mux through run, a long-lived exec of the helper at
+// helperPath, and returns when the helper has greeted. The exec lasts until
+// Close, or until it breaks (Closed then reports true). An error wrapping
+// ErrNoHelper means the helper there is absent or of another version.
+func StartMux(ctx context.Context, run StreamFunc, helperPath string) (*MuxClient, error) {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ectx, stop := context.WithCancel(context.Background())
+	m := &MuxClient{stop: stop, done: make(chan struct{})}
+	go func() {
+		defer close(m.done)
+		err := run(ectx, []string{helperPath, "__inpod", "mux"}, inR, outW)
+		if err == nil {
+			err = errors.New("the helper's exec ended")
+		}
+		m.err = err
+		outW.CloseWithError(err)
+		inR.CloseWithError(err)
+	}()
+	br := bufio.NewReaderSize(outR, 64<<10)
+	greeted := make(chan error, 1)
+	go func() {
+		line, err := br.ReadString('\n')
+		switch {
+		case err != nil && line == "":
+			greeted <- err
+		case line != muxGreeting:
+			greeted <- fmt.Errorf("%w: it answered %q", ErrNoHelper, strings.TrimSpace(line))
+		default:
+			greeted <- nil
+		}
+	}()
+	var err error
+	select {
+	case err = <-greeted:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
+		stop()
+		inW.Close()
+		<-m.done
+		if !errors.Is(err, ErrNoHelper) && ctx.Err() == nil {
+			// The exec ended without a greeting: a missing binary makes the
+			// runtime fail it (exit 126/127), which is no helper either.
+			err = fmt.Errorf("%w: %v", ErrNoHelper, m.err)
+		}
+		return nil, err
+	}
+	closeConn := func() error {
+		stop()
+		outR.Close()
+		return inW.Close()
+	}
+	sess, err := yamux.Client(pipeConn{br, inW, closeConn}, yamuxConfig())
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	m.sess = sess
+	go func() {
+		select {
+		case <-m.done:
+			sess.Close()
+		case <-sess.CloseChan():
+			stop()
+		}
+	}()
+	return m, nil
+}
+
+// Closed reports whether the mux has ended.
+func (m *MuxClient) Closed() bool { return m.sess.IsClosed() }
+
+// Close ends the mux and its exec; the helper kills what still runs.
+func (m *MuxClient) Close() error {
+	m.sess.Close()
+	m.stop()
+	<-m.done
+	return nil
+}
+
+// Run is a StreamFunc that runs a helper call (argv is helperPath, "__inpod",
+// sub-command...) as a stream of the mux instead of an exec of its own.
+func (m *MuxClient) Run(ctx context.Context, argv []string, stdin io.Reader, stdout io.Writer) error {
+	if len(argv) < 3 || argv[1] != "__inpod" {
+		return fmt.Errorf("mux: not a helper call: %q", argv)
+	}
+	st, err := m.sess.OpenStream()
+	if err != nil {
+		return fmt.Errorf("open a stream on the helper's exec: %w", err)
+	}
+	defer st.Close()
+	if _, err := io.WriteString(st, strings.Join(argv[2:], " ")+"\n"); err != nil {
+		return fmt.Errorf("write to the helper's exec: %w", err)
+	}
+	go func() {
+		if stdin != nil {
+			io.Copy(st, stdin)
+		}
+		st.Close() // half-close: the helper sees the end of its input
+	}()
+	// A cancelled call stops reading at once; the command itself is killed
+	// by the caller (inpod.Exec sends "kill ID" on another stream).
+	stopAfter := context.AfterFunc(ctx, func() { st.SetReadDeadline(time.Now()) })
+	defer stopAfter()
+	_, err = io.Copy(stdout, st)
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err == nil && m.sess.IsClosed() {
+		<-m.done
+		return fmt.Errorf("the helper's exec ended: %v", m.err)
+	}
+	return err
+}

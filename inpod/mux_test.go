@@ -1,0 +1,170 @@
+package inpod
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	gosync "sync"
+	"testing"
+	"time"
+
+	"github.com/sbx-sh/sbx/sandbox"
+)
+
+func startMux(t *testing.T) *MuxClient {
+	t.Helper()
+	m, err := StartMux(context.Background(), localStream, "helper")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func TestMuxRefusesWhatIsNoHelper(t *testing.T) {
+	for name, run := range map[string]StreamFunc{
+		"another program": func(ctx context.Context, argv []string, stdin io.Reader, stdout io.Writer) error {
+			return exec.CommandContext(ctx, "sh", "-c", "echo sbx-inpod/0 mux").Run()
+		},
+		"other output": func(ctx context.Context, argv []string, stdin io.Reader, stdout io.Writer) error {
+			cmd := exec.CommandContext(ctx, "sh", "-c", "echo sbx-inpod/0 mux; sleep 1")
+			cmd.Stdout = stdout
+			return cmd.Run()
+		},
+		"missing binary": func(ctx context.Context, argv []string, stdin io.Reader, stdout io.Writer) error {
+			cmd := exec.CommandContext(ctx, "/nonexistent/sbx", argv[1:]...)
+			cmd.Stdout = stdout
+			return cmd.Run()
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			m, err := StartMux(context.Background(), run, "helper")
+			if !errors.Is(err, ErrNoHelper) {
+				if m != nil {
+					m.Close()
+				}
+				t.Fatalf("err = %v, want ErrNoHelper", err)
+			}
+		})
+	}
+}
+
+func TestMuxRunsOnlyHelperCalls(t *testing.T) {
+	m := startMux(t)
+	var out bytes.Buffer
+	err := m.Run(context.Background(), []string{"helper", "__inpod", "sh -c id"}, nil, &out)
+	if err != nil || !strings.Contains(out.String(), "unknown request") {
+		t.Fatalf("err %v out %q", err, out.String())
+	}
+	if err := m.Run(context.Background(), []string{"sh", "-c", "id"}, nil, &out); err == nil {
+		t.Fatal("a call that is not the helper's was accepted")
+	}
+	out.Reset()
+	if err := m.Run(context.Background(), []string{"helper", "__inpod", "version"}, nil, &out); err != nil || out.String() != Version+"\n" {
+		t.Fatalf("version: %v %q", err, out.String())
+	}
+}
+
+// blockingWriter takes nothing until released.
+type blockingWriter struct{ release chan struct{} }
+
+func (b blockingWriter) Write(p []byte) (int, error) { <-b.release; return len(p), nil }
+
+func TestMuxStreamsAreIndependent(t *testing.T) {
+	m := startMux(t)
+	// One command floods a consumer that takes nothing; others on the same
+	// exec still run and finish.
+	stuck := blockingWriter{make(chan struct{})}
+	floodDone := make(chan error, 1)
+	go func() {
+		res, err := Exec(context.Background(), m.Run, "helper", &sandbox.Cmd{
+			Argv: []string{"sh", "-c", "head -c 20000000 /dev/zero"}, Env: env, Stdout: stuck})
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("flood: %+v", res)
+		}
+		floodDone <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	var wg gosync.WaitGroup
+	errs := make(chan error, 8)
+	start := time.Now()
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var out bytes.Buffer
+			res, err := Exec(context.Background(), m.Run, "helper", &sandbox.Cmd{
+				Argv: []string{"sh", "-c", fmt.Sprintf("sleep 0.5; echo %d", i)}, Env: env, Stdout: &out})
+			if err == nil && (res.ExitCode != 0 || out.String() != fmt.Sprintf("%d\n", i)) {
+				err = fmt.Errorf("command %d: %+v %q", i, res, out.String())
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Eight half-second commands ran side by side.
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("8 concurrent commands took %s", d)
+	}
+	close(stuck.release)
+	if err := <-floodDone; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMuxEndKillsWhatRuns(t *testing.T) {
+	m, err := StartMux(context.Background(), localStream, "helper")
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := "sbx-mux-test-" + time.Now().Format("150405.000000")
+	done := make(chan error, 1)
+	go func() {
+		_, err := Exec(context.Background(), m.Run, "helper", &sandbox.Cmd{
+			Argv: []string{"bash", "-c", "(exec -a " + marker + " sleep 300) & wait"}, Env: env})
+		done <- err
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for !running(marker) {
+		if time.Now().After(deadline) {
+			t.Fatal("the command never started")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	m.Close()
+	if err := <-done; !errors.Is(err, sandbox.ErrLost) {
+		t.Fatalf("a command on a mux that ended: err = %v, want ErrLost", err)
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for running(marker) {
+		if time.Now().After(deadline) {
+			t.Fatal("the command outlived the mux")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !m.Closed() {
+		t.Fatal("Closed() = false after Close")
+	}
+}
+
+func running(marker string) bool {
+	dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, d := range dirs {
+		if b, _ := os.ReadFile(d); strings.Contains(string(b), marker) {
+			return true
+		}
+	}
+	return false
+}
