@@ -120,7 +120,10 @@ func randomID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// Exec runs cmd in the sandbox's pod. See wrapperScript for how.
+// Exec runs cmd in the sandbox's pod: a terminal session as an exec of its
+// own (ttyScript); any other command through the in-pod helper (helper.go),
+// or, when sbx has no helper to upload and the command needs no sync, as an
+// exec of wrapperScript.
 func (s *Sandbox) Exec(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, error) {
 	if len(cmd.Argv) == 0 {
 		return sandbox.Result{}, errors.New("exec: empty argv")
@@ -131,27 +134,39 @@ func (s *Sandbox) Exec(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, e
 	if released {
 		return sandbox.Result{}, fmt.Errorf("%w: sandbox %s was released", sandbox.ErrLost, s.claim)
 	}
+	if why := s.goneReason(); why != "" {
+		// Nothing ran: the engine may claim a new sandbox and run it there.
+		return sandbox.Result{}, fmt.Errorf("%w: %v", sandbox.ErrUnreachable, lostError(why, errors.New("seen by the pod watch"), false))
+	}
 	if err := s.Renew(ctx); err != nil {
 		if errors.Is(err, sandbox.ErrLost) {
 			return sandbox.Result{}, err
 		}
 		s.p.log.Warn("renew claim", "claim", s.claim, "err", err)
 	}
-	if cmd.Sync != nil {
-		return s.execHelper(ctx, cmd)
-	}
 	dir := cmd.Dir
 	if dir == "" {
 		dir = "/"
 	}
-	start := time.Now()
 	if cmd.TTY != nil {
+		start := time.Now()
 		argv := append([]string{"/bin/sh", "-c", ttyScript, "sbx", dir}, cmd.Env...)
 		argv = append(argv, cmd.Argv...)
 		err := s.stream(ctx, argv, cmd.Stdin, cmd.Stdout, nil, cmd.TTY)
 		return s.result(ctx, err, start, false)
 	}
+	res, err := s.execHelper(ctx, cmd)
+	if cmd.Sync == nil && errors.Is(err, errNoHelperBinary) {
+		// No helper to upload (a dynamically linked sbx and no sbx-inpod):
+		// a command without a sync can still run, one exec each.
+		return s.execWrapper(ctx, cmd, dir)
+	}
+	return res, err
+}
 
+// execWrapper runs cmd with one exec of wrapperScript.
+func (s *Sandbox) execWrapper(ctx context.Context, cmd *sandbox.Cmd, dir string) (sandbox.Result, error) {
+	start := time.Now()
 	id, mark := randomID(), randomID()
 	merge := cmd.Stdout != nil && cmd.Stdout == cmd.Stderr
 	argv := []string{"/bin/sh", "-c", wrapperScript, "sbx", id, dir, boolArg(merge), mark}

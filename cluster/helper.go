@@ -4,33 +4,48 @@ import (
 	"bytes"
 	"context"
 	"debug/elf"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
+	gosync "sync"
 	"time"
 
 	"github.com/sbx-sh/sbx/inpod"
 	"github.com/sbx-sh/sbx/sandbox"
 )
 
-// The sync runs through the in-pod helper (package inpod): sbx itself,
-// uploaded into the pod once per claim (or found there already at the right
-// version), so that each command is one exec carrying the host's changes in
-// and the sandbox's out. The helper must be a static Linux binary of the
-// pod's architecture: sbx built with CGO_ENABLED=0, or the file named by
-// SBX_INPOD_HELPER.
+// Commands run through the in-pod helper (package inpod, command
+// sbx-inpod): a small static binary uploaded into the pod once per claim
+// (or found there already at the right version). A session starts one
+// long-lived exec of it (the mux) and runs each command as a stream on
+// that exec, so a command costs one message round trip instead of one
+// pods/exec, and carries the host's changes in and the sandbox's out.
+//
+// The helper must be a static Linux binary of the pod's architecture. sbx
+// looks for it in this order: the file named by SBX_INPOD_HELPER;
+// sbx-inpod beside sbx's own executable (go install ./cmd/... puts it
+// there); sbx itself, when it is static (it carries the helper too, at 14
+// times the size). Build with CGO_ENABLED=0.
 
-// EnvHelper names a static sbx binary to upload when the running one is not.
+// EnvHelper names a static helper binary to upload.
 const EnvHelper = "SBX_INPOD_HELPER"
 
 // helperPath is where the helper lives in the pod.
 const helperPath = "/tmp/.sbx/sbx"
 
+// errNoHelperBinary says that sbx has no helper binary to upload.
+var errNoHelperBinary = errors.New("the cluster backend's helper")
+
 // helperBinary opens the binary to upload.
 func helperBinary() (*os.File, error) {
 	if p := os.Getenv(EnvHelper); p != "" {
+		if err := staticLinux(p); err != nil {
+			return nil, fmt.Errorf("%s=%s: %w", EnvHelper, p, err)
+		}
 		return os.Open(p)
 	}
 	exe, err := os.Executable()
@@ -38,77 +53,161 @@ func helperBinary() (*os.File, error) {
 		return nil, err
 	}
 	if runtime.GOOS != "linux" {
-		return nil, fmt.Errorf("this sbx is built for %s; the pod needs a Linux one: set %s to a static sbx for linux/%s (CGO_ENABLED=0 GOOS=linux go build ./cmd/sbx)", runtime.GOOS, EnvHelper, runtime.GOARCH)
+		return nil, fmt.Errorf("this sbx is built for %s; the pod needs a Linux helper: set %s to a static sbx-inpod for linux/%s (CGO_ENABLED=0 GOOS=linux go build ./cmd/sbx-inpod)", runtime.GOOS, EnvHelper, runtime.GOARCH)
 	}
-	f, err := elf.Open(exe)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", exe, err)
+	beside := filepath.Join(filepath.Dir(exe), "sbx-inpod")
+	berr := staticLinux(beside)
+	if berr == nil {
+		return os.Open(beside)
 	}
-	static := true
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			static = false
-		}
-	}
-	f.Close()
-	if !static {
-		return nil, fmt.Errorf("%s is dynamically linked and cannot run in the pod: build sbx with CGO_ENABLED=0, or set %s to a static sbx", exe, EnvHelper)
+	if err := staticLinux(exe); err != nil {
+		return nil, fmt.Errorf("no helper to upload into the pod: %s: %v; and %s: %v. Build it with CGO_ENABLED=0 go build -o %s ./cmd/sbx-inpod, or set %s", beside, berr, exe, err, beside, EnvHelper)
 	}
 	return os.Open(exe)
 }
 
-// ensureHelper uploads the helper unless the pod already has this version.
-func (s *Sandbox) ensureHelper(ctx context.Context) error {
-	s.mu.Lock()
-	ready := s.helperReady
-	s.mu.Unlock()
-	if ready {
-		return nil
+// staticLinux checks that path is a statically linked Linux executable.
+func staticLinux(path string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return errors.New("not found")
+		}
+		return fmt.Errorf("not a Linux executable: %w", err)
 	}
-	var out bytes.Buffer
-	if err := s.stream(ctx, []string{helperPath, "__inpod", "version"}, nil, &out, io.Discard, nil); err != nil || strings.TrimSpace(out.String()) != inpod.Version {
-		bin, err := helperBinary()
-		if err != nil {
-			return fmt.Errorf("the cluster backend's helper: %w", err)
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return errors.New("dynamically linked (build it with CGO_ENABLED=0)")
 		}
-		defer bin.Close()
-		start := time.Now()
-		script := `set -e; mkdir -p /tmp/.sbx; chmod 700 /tmp/.sbx; cat > /tmp/.sbx/sbx.new; chmod 755 /tmp/.sbx/sbx.new; mv /tmp/.sbx/sbx.new ` + helperPath
-		var errb bytes.Buffer
-		if err := s.stream(ctx, []string{"/bin/sh", "-c", script}, bin, io.Discard, &errb, nil); err != nil {
-			return fmt.Errorf("upload the helper into pod %s/%s: %v %s", s.ns, s.pod, err, strings.TrimSpace(errb.String()))
-		}
-		out.Reset()
-		if err := s.stream(ctx, []string{helperPath, "__inpod", "version"}, nil, &out, &errb, nil); err != nil || strings.TrimSpace(out.String()) != inpod.Version {
-			return fmt.Errorf("the uploaded helper does not run in pod %s/%s (wrong architecture?): %v %s", s.ns, s.pod, err, strings.TrimSpace(errb.String()))
-		}
-		s.p.log.Debug("uploaded the in-pod helper", "pod", s.pod, "took", time.Since(start))
 	}
-	s.mu.Lock()
-	s.helperReady = true
-	s.mu.Unlock()
 	return nil
+}
+
+// uploadHelper copies the helper into the pod.
+func (s *Sandbox) uploadHelper(ctx context.Context) error {
+	bin, err := helperBinary()
+	if err != nil {
+		return fmt.Errorf("%w: %v", errNoHelperBinary, err)
+	}
+	defer bin.Close()
+	start := time.Now()
+	script := `set -e; mkdir -p /tmp/.sbx; chmod 700 /tmp/.sbx; cat > /tmp/.sbx/sbx.new; chmod 755 /tmp/.sbx/sbx.new; mv /tmp/.sbx/sbx.new ` + helperPath
+	var errb bytes.Buffer
+	if err := s.stream(ctx, []string{"/bin/sh", "-c", script}, bin, io.Discard, &errb, nil); err != nil {
+		return fmt.Errorf("upload the helper into pod %s/%s: %v %s", s.ns, s.pod, err, strings.TrimSpace(errb.String()))
+	}
+	s.p.log.Debug("uploaded the in-pod helper", "pod", s.pod, "from", bin.Name(), "took", time.Since(start))
+	return nil
+}
+
+// helperMux returns the session's long-lived exec of the helper, starting
+// it (and uploading the helper first when the pod lacks this version) when
+// there is none or the last one broke.
+func (s *Sandbox) helperMux(ctx context.Context) (*inpod.MuxClient, error) {
+	s.muxMu.Lock()
+	defer s.muxMu.Unlock()
+	if s.mux != nil && !s.mux.Closed() {
+		return s.mux, nil
+	}
+	if s.noHelper != nil {
+		return nil, s.noHelper
+	}
+	s.mux = nil
+	var errb boundedBuffer
+	raw := func(ctx context.Context, argv []string, stdin io.Reader, stdout io.Writer) error {
+		return s.stream(ctx, argv, stdin, stdout, &errb, nil)
+	}
+	m, err := inpod.StartMux(ctx, raw, helperPath)
+	if err != nil && ctx.Err() == nil {
+		// Absent, another version, or the exec failed: the pod may be gone
+		// (then the caller says so); else upload and try once more.
+		if lost := s.lost(ctx, err, false); lost != nil {
+			return nil, lost
+		}
+		if uerr := s.uploadHelper(ctx); uerr != nil {
+			if errors.Is(uerr, errNoHelperBinary) {
+				s.noHelper = uerr
+			}
+			return nil, uerr
+		}
+		m, err = inpod.StartMux(ctx, raw, helperPath)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("start the helper in pod %s/%s: %w %s", s.ns, s.pod, err, strings.TrimSpace(errb.String()))
+	}
+	s.mux = m
+	wctx, cancel := context.WithCancel(context.Background())
+	s.stopWatch = cancel
+	go s.watchPod(wctx)
+	return m, nil
+}
+
+// closeMux ends the long-lived exec, if any.
+func (s *Sandbox) closeMux() {
+	s.muxMu.Lock()
+	m := s.mux
+	s.mux = nil
+	if s.stopWatch != nil {
+		s.stopWatch()
+		s.stopWatch = nil
+	}
+	s.muxMu.Unlock()
+	if m != nil {
+		m.Close()
+	}
 }
 
 // execHelper runs cmd as one round trip through the in-pod helper.
 func (s *Sandbox) execHelper(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, error) {
-	if err := s.ensureHelper(ctx); err != nil {
-		if lost := s.lost(ctx, err, false); lost != nil {
+	m, err := s.helperMux(ctx)
+	if err != nil {
+		if errors.Is(err, sandbox.ErrLost) {
 			// Nothing ran: the engine may claim a new sandbox and run it there.
-			return sandbox.Result{}, fmt.Errorf("%w: %v", sandbox.ErrUnreachable, lost)
+			return sandbox.Result{}, fmt.Errorf("%w: %v", sandbox.ErrUnreachable, err)
 		}
 		return sandbox.Result{}, err
 	}
 	stopRenew := s.renewWhile(ctx)
 	defer stopRenew()
-	run := func(ctx context.Context, argv []string, stdin io.Reader, stdout io.Writer) error {
-		return s.stream(ctx, argv, stdin, stdout, io.Discard, nil)
+	if cmd.Dir == "" {
+		c := *cmd
+		c.Dir = "/"
+		cmd = &c
 	}
-	res, err := inpod.Exec(ctx, run, helperPath, cmd)
+	res, err := inpod.Exec(ctx, m.Run, helperPath, cmd)
+	if why := s.goneReason(); why != "" && ctx.Err() == nil {
+		if err == nil {
+			err = errors.New("the pod went away")
+		}
+		return res, lostError(why, err, true)
+	}
 	if err != nil && ctx.Err() == nil {
 		if lost := s.lost(ctx, err, true); lost != nil {
 			return res, lost
 		}
 	}
 	return res, err
+}
+
+// boundedBuffer keeps the first 4 KiB written to it (a helper's stderr, for
+// error messages) and drops the rest.
+type boundedBuffer struct {
+	mu  gosync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *boundedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if room := 4096 - b.buf.Len(); room > 0 {
+		b.buf.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+func (b *boundedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -13,6 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/sbx-sh/sbx/inpod"
 	"github.com/sbx-sh/sbx/sandbox"
 )
 
@@ -27,7 +30,12 @@ type Sandbox struct {
 	mu                  sync.Mutex
 	shutdown, lastRenew time.Time
 	released            bool
-	helperReady         bool
+
+	muxMu     sync.Mutex
+	mux       *inpod.MuxClient   // the long-lived exec of the helper (helper.go)
+	noHelper  error              // why sbx has no helper to upload, once known
+	stopWatch context.CancelFunc // ends watchPod
+	gone      string             // why the pod can no longer serve, once the watch saw it
 }
 
 var _ sandbox.Sandbox = (*Sandbox)(nil)
@@ -92,6 +100,7 @@ func (s *Sandbox) Release(ctx context.Context) error {
 	s.mu.Lock()
 	s.released = true
 	s.mu.Unlock()
+	s.closeMux()
 	fg := metav1.DeletePropagationForeground
 	err := s.a.claims(s.ns).Delete(ctx, s.claim, metav1.DeleteOptions{PropagationPolicy: &fg})
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -118,12 +127,8 @@ func (s *Sandbox) lost(ctx context.Context, cause error, started bool) error {
 		what = "pod " + s.pod + " was deleted"
 	case err != nil:
 		return nil
-	case pod.DeletionTimestamp != nil:
-		what = "pod " + s.pod + " is being deleted"
-	case pod.Status.Phase != "Running":
-		what = fmt.Sprintf("pod %s is %s", s.pod, pod.Status.Phase)
-	case string(pod.UID) != "" && pod.Labels[labelClaimUID] != "" && pod.Labels[labelClaimUID] != s.uid:
-		what = "pod " + s.pod + " now belongs to another claim"
+	case s.podGone(pod) != "":
+		what = s.podGone(pod)
 	default:
 		if _, err := s.a.claims(s.ns).Get(ctx, s.claim, getOpts); apierrors.IsNotFound(err) {
 			what = "claim " + s.claim + " is gone (expired or deleted)"
@@ -131,8 +136,25 @@ func (s *Sandbox) lost(ctx context.Context, cause error, started bool) error {
 			return nil
 		}
 	}
+	return lostError(what, cause, started)
+}
+
+func lostError(what string, cause error, started bool) error {
 	if started {
 		return fmt.Errorf("%w: %s while a command ran (%v); what that command changed in the sandbox and had not been synced back is lost", sandbox.ErrLost, what, cause)
 	}
 	return fmt.Errorf("%w: %s (%v); the command did not run", sandbox.ErrLost, what, cause)
+}
+
+// podGone says why a pod can no longer serve this sandbox, or "".
+func (s *Sandbox) podGone(pod *corev1.Pod) string {
+	switch {
+	case pod.DeletionTimestamp != nil:
+		return "pod " + s.pod + " is being deleted"
+	case pod.Status.Phase != corev1.PodRunning:
+		return fmt.Sprintf("pod %s is %s", s.pod, pod.Status.Phase)
+	case pod.Labels[labelClaimUID] != "" && pod.Labels[labelClaimUID] != s.uid:
+		return "pod " + s.pod + " now belongs to another claim"
+	}
+	return ""
 }

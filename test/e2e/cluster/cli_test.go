@@ -31,7 +31,8 @@ func buildStatic(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, pkg := range []string{"sbx", "sbx-mcp"} {
+	// As docs/cluster.md says to install them: static, the helper beside sbx.
+	for _, pkg := range []string{"sbx", "sbx-mcp", "sbx-inpod"} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, pkg), "github.com/sbx-sh/sbx/cmd/"+pkg)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {

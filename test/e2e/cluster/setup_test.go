@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -64,11 +65,33 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "SBX_E2E_KUBECONFIG is not set: these tests need the real cluster that test/e2e/cluster/run.sh builds and boots; run that script (as root) instead of go test")
 		os.Exit(1)
 	}
-	if err := setup(kc); err != nil {
+	// The provider runs in this (dynamically linked) test binary: it
+	// uploads a static sbx-inpod built here.
+	helperDir, err := os.MkdirTemp("", "sbxe2ehelper")
+	if err == nil {
+		err = buildHelper(filepath.Join(helperDir, "sbx-inpod"))
+	}
+	if err == nil {
+		err = setup(kc)
+	}
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e setup: %v\n", err)
+		os.RemoveAll(helperDir)
 		os.Exit(1)
 	}
-	os.Exit(m.Run())
+	os.Setenv(cluster.EnvHelper, filepath.Join(helperDir, "sbx-inpod"))
+	code := m.Run()
+	os.RemoveAll(helperDir)
+	os.Exit(code)
+}
+
+func buildHelper(out string) error {
+	cmd := exec.Command("go", "build", "-o", out, "github.com/sbx-sh/sbx/cmd/sbx-inpod")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build sbx-inpod: %v\n%s", err, b)
+	}
+	return nil
 }
 
 func setup(kc string) error {
