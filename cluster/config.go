@@ -38,6 +38,10 @@ type Config struct {
 	// Owner identifies this user on the cluster (label sbx.dev/owner).
 	// Default: the OS user name.
 	Owner string
+	// Relay makes a kept session's later processes share one exec of the
+	// helper through a background relay (relay.go). For a CLI that runs one
+	// process per command; a long-lived process needs none.
+	Relay bool
 }
 
 // Environment variables read by Load.

@@ -138,7 +138,9 @@ func (s *Sandbox) Exec(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, e
 		// Nothing ran: the engine may claim a new sandbox and run it there.
 		return sandbox.Result{}, fmt.Errorf("%w: %v", sandbox.ErrUnreachable, lostError(why, errors.New("seen by the pod watch"), false))
 	}
-	if err := s.Renew(ctx); err != nil {
+	if s.relay != "" {
+		// The relay renews the claim while calls come.
+	} else if err := s.Renew(ctx); err != nil {
 		if errors.Is(err, sandbox.ErrLost) {
 			return sandbox.Result{}, err
 		}
@@ -264,7 +266,7 @@ func (s *Sandbox) result(ctx context.Context, err error, start time.Time, finish
 	if lost := s.lost(ctx, err, !refusedBeforeStart(err)); lost != nil {
 		return res, lost
 	}
-	return res, apiError(err, s.a.server, "create", "pods/exec", s.ns)
+	return res, apiError(err, s.server(), "create", "pods/exec", s.ns)
 }
 
 // refusedBeforeStart reports whether an exec error came from the API server
@@ -328,7 +330,11 @@ func (s *Sandbox) stream(ctx context.Context, argv []string, stdin io.Reader, st
 		Container: s.container, Command: argv,
 		Stdin: stdin != nil, Stdout: stdout != nil, Stderr: stderr != nil && tty == nil, TTY: tty != nil,
 	}
-	req := s.a.kube.CoreV1().RESTClient().Post().Resource("pods").Namespace(s.ns).Name(s.pod).
+	a, err := s.api(ctx)
+	if err != nil {
+		return err
+	}
+	req := a.kube.CoreV1().RESTClient().Post().Resource("pods").Namespace(s.ns).Name(s.pod).
 		SubResource("exec").VersionedParams(opts, scheme.ParameterCodec)
 	so := remotecommand.StreamOptions{Stdin: stdin, Stdout: stdout, Tty: tty != nil}
 	if opts.Stderr {
@@ -337,7 +343,7 @@ func (s *Sandbox) stream(ctx context.Context, argv []string, stdin io.Reader, st
 	if tty != nil {
 		so.TerminalSizeQueue = newSizeQueue(ctx, tty)
 	}
-	return s.a.streamExec(ctx, req.URL(), so)
+	return a.streamExec(ctx, req.URL(), so)
 }
 
 // streamExec speaks WebSocket (the v5 streaming protocol) and falls back to

@@ -160,6 +160,14 @@ func (s *Sandbox) closeMux() {
 
 // execHelper runs cmd as one round trip through the in-pod helper.
 func (s *Sandbox) execHelper(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, error) {
+	if cmd.Dir == "" {
+		c := *cmd
+		c.Dir = "/"
+		cmd = &c
+	}
+	if s.relay != "" {
+		return s.execRelay(ctx, cmd)
+	}
 	m, err := s.helperMux(ctx)
 	if err != nil {
 		if errors.Is(err, sandbox.ErrLost) {
@@ -170,11 +178,6 @@ func (s *Sandbox) execHelper(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Res
 	}
 	stopRenew := s.renewWhile(ctx)
 	defer stopRenew()
-	if cmd.Dir == "" {
-		c := *cmd
-		c.Dir = "/"
-		cmd = &c
-	}
 	res, err := inpod.Exec(ctx, m.Run, helperPath, cmd)
 	if why := s.goneReason(); why != "" && ctx.Err() == nil {
 		if err == nil {
@@ -210,4 +213,21 @@ func (b *boundedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// execRelay runs cmd through the session's relay.
+func (s *Sandbox) execRelay(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, error) {
+	res, err := inpod.Exec(ctx, inpod.RelayRun(s.relay), helperPath, cmd)
+	if err == nil || ctx.Err() != nil {
+		return res, err
+	}
+	// The call broke: the relay says why when the sandbox is gone; else ask
+	// the API, as a broken exec would.
+	if why, serr := inpod.RelayStatus(s.relay, 2*time.Second); serr == nil && why != "" {
+		return res, lostError(why, err, true)
+	}
+	if lost := s.lost(ctx, err, true); lost != nil {
+		return res, lost
+	}
+	return res, err
 }

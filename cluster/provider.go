@@ -493,6 +493,11 @@ func isMissingType(err error) bool {
 // *sandbox.StaleError (and is deleted); no claim at all gives
 // sandbox.ErrNotFound.
 func (p *Provider) Attach(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	if p.cfg.Relay {
+		if sb := p.viaRelay(spec); sb != nil {
+			return sb, nil
+		}
+	}
 	a, err := p.connect(ctx)
 	if err != nil {
 		return nil, err
@@ -514,6 +519,9 @@ func (p *Provider) Attach(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 			os.Remove(filepath.Join(spec.StateDir, stateFile))
 		}
 		return nil, err
+	}
+	if p.cfg.Relay {
+		p.startRelay(sb, spec)
 	}
 	return sb, nil
 }

@@ -36,9 +36,29 @@ type Sandbox struct {
 	noHelper  error              // why sbx has no helper to upload, once known
 	stopWatch context.CancelFunc // ends watchPod
 	gone      string             // why the pod can no longer serve, once the watch saw it
+	relay     string             // the relay's socket, when commands go through one (relay.go)
 }
 
 var _ sandbox.Sandbox = (*Sandbox)(nil)
+
+// api returns the API client, connecting on first use (a sandbox reached
+// through its relay starts without one).
+func (s *Sandbox) api(ctx context.Context) (*api, error) {
+	s.mu.Lock()
+	a := s.a
+	s.mu.Unlock()
+	if a != nil {
+		return a, nil
+	}
+	a, err := s.p.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.a = a
+	s.mu.Unlock()
+	return a, nil
+}
 
 // Claim returns the SandboxClaim's name.
 func (s *Sandbox) Claim() string { return s.claim }
@@ -79,14 +99,18 @@ func (s *Sandbox) Renew(ctx context.Context) error {
 
 // RenewNow sets the claim's shutdownTime to now + TTL unconditionally.
 func (s *Sandbox) RenewNow(ctx context.Context) error {
+	a, err := s.api(ctx)
+	if err != nil {
+		return err
+	}
 	t := time.Now().Add(s.ttl).UTC().Truncate(time.Second)
 	patch := fmt.Sprintf(`{"spec":{"lifecycle":{"shutdownTime":%q}}}`, t.Format(time.RFC3339))
-	_, err := s.a.claims(s.ns).Patch(ctx, s.claim, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	_, err = a.claims(s.ns).Patch(ctx, s.claim, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("%w: claim %s no longer exists (expired or deleted)", sandbox.ErrLost, s.claim)
 	}
 	if err != nil {
-		return apiError(err, s.a.server, "patch", "sandboxclaims."+GroupExtensions, s.ns)
+		return apiError(err, a.server, "patch", "sandboxclaims."+GroupExtensions, s.ns)
 	}
 	s.mu.Lock()
 	s.shutdown, s.lastRenew = t, time.Now()
@@ -101,10 +125,14 @@ func (s *Sandbox) Release(ctx context.Context) error {
 	s.released = true
 	s.mu.Unlock()
 	s.closeMux()
+	a, err := s.api(ctx)
+	if err != nil {
+		return err
+	}
 	fg := metav1.DeletePropagationForeground
-	err := s.a.claims(s.ns).Delete(ctx, s.claim, metav1.DeleteOptions{PropagationPolicy: &fg})
+	err = a.claims(s.ns).Delete(ctx, s.claim, metav1.DeleteOptions{PropagationPolicy: &fg})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return apiError(err, s.a.server, "delete", "sandboxclaims."+GroupExtensions, s.ns)
+		return apiError(err, a.server, "delete", "sandboxclaims."+GroupExtensions, s.ns)
 	}
 	if s.stateDir != "" {
 		if err := os.Remove(filepath.Join(s.stateDir, stateFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -121,7 +149,11 @@ func (s *Sandbox) lost(ctx context.Context, cause error, started bool) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	what := ""
-	pod, err := s.a.kube.CoreV1().Pods(s.ns).Get(ctx, s.pod, getOpts)
+	a, err := s.api(ctx)
+	if err != nil {
+		return nil
+	}
+	pod, err := a.kube.CoreV1().Pods(s.ns).Get(ctx, s.pod, getOpts)
 	switch {
 	case apierrors.IsNotFound(err):
 		what = "pod " + s.pod + " was deleted"
@@ -130,7 +162,7 @@ func (s *Sandbox) lost(ctx context.Context, cause error, started bool) error {
 	case s.podGone(pod) != "":
 		what = s.podGone(pod)
 	default:
-		if _, err := s.a.claims(s.ns).Get(ctx, s.claim, getOpts); apierrors.IsNotFound(err) {
+		if _, err := a.claims(s.ns).Get(ctx, s.claim, getOpts); apierrors.IsNotFound(err) {
 			what = "claim " + s.claim + " is gone (expired or deleted)"
 		} else {
 			return nil
@@ -157,4 +189,14 @@ func (s *Sandbox) podGone(pod *corev1.Pod) string {
 		return "pod " + s.pod + " now belongs to another claim"
 	}
 	return ""
+}
+
+// server is the API server's address for messages, "" before connecting.
+func (s *Sandbox) server() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.a == nil {
+		return ""
+	}
+	return s.a.server
 }

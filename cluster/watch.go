@@ -18,7 +18,12 @@ import (
 // one report the sandbox lost, as an exec of their own against a pod that no
 // longer exists would.
 func (s *Sandbox) watchPod(ctx context.Context) {
-	pods := s.a.kube.CoreV1().Pods(s.ns)
+	a, err := s.api(ctx)
+	if err != nil {
+		s.p.log.Debug("watch pod", "pod", s.pod, "err", err)
+		return
+	}
+	pods := a.kube.CoreV1().Pods(s.ns)
 	sel := fields.OneTermEqualSelector("metadata.name", s.pod).String()
 	backoff := time.Second
 	retry := func(err error) bool {

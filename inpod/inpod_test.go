@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -65,6 +66,24 @@ func transports(t *testing.T, f func(t *testing.T, run StreamFunc)) {
 		if m.Closed() {
 			t.Fatal("the mux ended during the test")
 		}
+	})
+	t.Run("relay", func(t *testing.T) {
+		m, err := StartMux(context.Background(), localStream, "helper")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		path := filepath.Join(t.TempDir(), "relay.sock")
+		ln, err := net.Listen("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go ServeRelay(ln, RelayHooks{
+			Mux:  func(context.Context) (*MuxClient, error) { return m, nil },
+			Gone: func() string { return "" },
+		})
+		f(t, RelayRun(path))
 	})
 }
 

@@ -189,7 +189,9 @@ func StartMux(ctx context.Context, run StreamFunc, helperPath string) (*MuxClien
 		}
 		m.err = err
 		outW.CloseWithError(err)
-		inR.CloseWithError(err)
+		// The exec's stdin copier may still be reading: it gets a clean end
+		// (a closed reader would make client-go log an error).
+		inW.Close()
 	}()
 	br := bufio.NewReaderSize(outR, 64<<10)
 	greeted := make(chan error, 1)

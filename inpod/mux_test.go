@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	gosync "sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -167,4 +169,53 @@ func running(marker string) bool {
 		}
 	}
 	return false
+}
+
+func TestRelayStatusAndRefusals(t *testing.T) {
+	m := startMux(t)
+	path := filepath.Join(t.TempDir(), "relay.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var gone atomic.Value
+	gone.Store("")
+	var calls atomic.Int32
+	go ServeRelay(ln, RelayHooks{
+		Mux:    func(context.Context) (*MuxClient, error) { return m, nil },
+		Gone:   func() string { return gone.Load().(string) },
+		Called: func() func() { calls.Add(1); return func() {} },
+	})
+	if why, err := RelayStatus(path, time.Second); err != nil || why != "" {
+		t.Fatalf("status: %q %v", why, err)
+	}
+	var out bytes.Buffer
+	if err := RelayRun(path)(context.Background(), []string{"helper", "__inpod", "version"}, nil, &out); err != nil || out.String() != Version+"\n" {
+		t.Fatalf("version through the relay: %v %q", err, out.String())
+	}
+	// Only helper calls pass; anything else ends the connection unanswered.
+	for _, line := range []string{"call sh -c id", "exec id", "call kill ../x"} {
+		c, err := net.Dial("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "%s\n", line)
+		c.(*net.UnixConn).CloseWrite()
+		b, _ := io.ReadAll(c)
+		c.Close()
+		if len(b) != 0 {
+			t.Fatalf("%q answered %q", line, b)
+		}
+	}
+	if calls.Load() != 1 {
+		t.Fatalf("Called ran %d times, want 1", calls.Load())
+	}
+	gone.Store("pod p was deleted")
+	if why, err := RelayStatus(path, time.Second); err != nil || why != "pod p was deleted" {
+		t.Fatalf("status when gone: %q %v", why, err)
+	}
+	if _, err := RelayStatus(filepath.Join(t.TempDir(), "none.sock"), time.Second); err == nil {
+		t.Fatal("status of no relay succeeded")
+	}
 }

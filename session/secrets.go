@@ -2,9 +2,11 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/sbx-sh/sbx/hostenv"
@@ -55,49 +57,50 @@ func statSig(p string) string {
 
 // installGitConfig writes the allowlisted global config into the sandbox's
 // home (once per process) and each code dir's allowlisted .git/config
-// (when it changed on the host, or not installed yet by this process). A
-// config that cannot be read gives the sandbox an empty one.
+// (when it changed on the host, or not installed yet by this process), all
+// in one command. A config that cannot be read gives the sandbox an empty
+// one. What a config renders to is cached in the state dir by the file's
+// stat signature, so a later process of a kept session runs no git to
+// write the same again.
 func (s *Session) installGitConfig(ctx context.Context, sb sandbox.Sandbox) error {
 	if s.gitcfg.repo == nil {
 		s.gitcfg.repo = map[string]string{}
 	}
-	write := func(dst, content string) error {
-		var out strings.Builder
-		res, err := sb.Exec(ctx, &sandbox.Cmd{
-			Argv:  []string{"/bin/sh", "-c", `mkdir -p "$(dirname "$1")" && cat > "$1"`, "sbx", dst},
-			Env:   BaseEnv(false),
-			Stdin: strings.NewReader(content), Stdout: &out, Stderr: &out,
-		})
-		if err == nil && res.ExitCode != 0 {
-			err = fmt.Errorf("exit %d: %s", res.ExitCode, strings.TrimSpace(out.String()))
+	cache := s.loadRenderCache()
+	render := func(src, sig string, read func() ([]hostenv.KV, error), filter func([]hostenv.KV) ([]hostenv.KV, []string)) string {
+		if text, ok := cache[src+"\x00"+sig]; ok {
+			return text
 		}
+		kvs, err := read()
 		if err != nil {
-			return fmt.Errorf("write %s in the sandbox: %w", dst, err)
-		}
-		return nil
-	}
-	render := func(kvs []hostenv.KV, err error, filter func([]hostenv.KV) ([]hostenv.KV, []string), what string) string {
-		if err != nil {
-			s.m.log.Warn("git config not readable; the sandbox gets an empty one", "config", what, "err", err)
+			s.m.log.Warn("git config not readable; the sandbox gets an empty one", "config", src, "err", err)
 			return ""
 		}
 		kept, dropped := filter(kvs)
 		if len(dropped) > 0 {
-			s.m.log.Debug("git config keys kept out of the sandbox", "config", what, "keys", dropped)
+			s.m.log.Debug("git config keys kept out of the sandbox", "config", src, "keys", dropped)
 		}
 		text, err := hostenv.Render(kept)
 		if err != nil {
 			return ""
 		}
+		for k := range cache {
+			if strings.HasPrefix(k, src+"\x00") {
+				delete(cache, k) // an older version of the same file
+			}
+		}
+		cache[src+"\x00"+sig] = text
 		return text
 	}
+	type file struct{ dst, content, dir, sig string }
+	var files []file
 	if !s.gitcfg.global {
-		kvs, err := hostenv.ReadGlobalConfig(ctx)
-		if err := write(sandboxHome+"/.gitconfig", render(kvs, err, hostenv.FilterGlobal, "global")); err != nil {
-			// Not fatal: the sandbox's git just has no identity then.
-			s.note(fmt.Sprintf("git config: %v", err))
+		var sig strings.Builder
+		for _, p := range hostenv.GlobalConfigPaths() {
+			sig.WriteString(p + "=" + statSig(p) + ";")
 		}
-		s.gitcfg.global = true
+		text := render("global", sig.String(), func() ([]hostenv.KV, error) { return hostenv.ReadGlobalConfig(ctx) }, hostenv.FilterGlobal)
+		files = append(files, file{dst: sandboxHome + "/.gitconfig", content: text})
 	}
 	for _, d := range s.params.CodeDirs {
 		gitDir := filepath.Join(d, ".git")
@@ -109,13 +112,68 @@ func (s *Session) installGitConfig(ctx context.Context, sb sandbox.Sandbox) erro
 		if s.gitcfg.repo[d] == sig {
 			continue
 		}
-		kvs, err := hostenv.ReadConfig(ctx, src)
-		if err := write(src, render(kvs, err, hostenv.FilterRepo, src)); err != nil {
-			return err
+		text := render(src, sig, func() ([]hostenv.KV, error) { return hostenv.ReadConfig(ctx, src) }, hostenv.FilterRepo)
+		files = append(files, file{dst: src, content: text, dir: d, sig: sig})
+	}
+	if len(files) == 0 {
+		return nil
+	}
+	s.saveRenderCache(cache)
+	// One command writes them all: each file as a path and its content; it
+	// names on stdout each one it could not write.
+	args := []string{"/bin/sh", "-c", `while [ $# -gt 1 ]; do { mkdir -p "$(dirname "$1")" && printf %s "$2" > "$1"; } 2>/dev/null || echo "$1"; shift 2; done`, "sbx"}
+	for _, f := range files {
+		args = append(args, f.dst, f.content)
+	}
+	var out strings.Builder
+	res, err := sb.Exec(ctx, &sandbox.Cmd{Argv: args, Env: BaseEnv(false), Stdout: &out, Stderr: &out})
+	if err == nil && res.ExitCode != 0 {
+		err = fmt.Errorf("exit %d: %s", res.ExitCode, strings.TrimSpace(out.String()))
+	}
+	if err != nil {
+		return fmt.Errorf("write git config in the sandbox: %w", err)
+	}
+	failed := strings.Fields(out.String())
+	for _, f := range files {
+		if !slices.Contains(failed, f.dst) {
+			continue
 		}
-		s.gitcfg.repo[d] = sig
+		if f.dir != "" {
+			// A repository without its config would be wrong.
+			return fmt.Errorf("write git config in the sandbox: cannot write %s", f.dst)
+		}
+		// Not fatal for the global one: the sandbox's git just has no
+		// identity then.
+		s.note(fmt.Sprintf("git config: cannot write %s in the sandbox (is the image's home writable?)", f.dst))
+	}
+	s.gitcfg.global = true
+	for _, f := range files {
+		if f.dir != "" {
+			s.gitcfg.repo[f.dir] = f.sig
+		}
 	}
 	return nil
+}
+
+// The render cache: state-dir/gitconfig.json, source + signature -> text.
+// It holds only allowlisted keys, already filtered.
+func (s *Session) loadRenderCache() map[string]string {
+	m := map[string]string{}
+	if b, err := os.ReadFile(filepath.Join(s.dir, "gitconfig.json")); err == nil {
+		json.Unmarshal(b, &m)
+	}
+	return m
+}
+
+func (s *Session) saveRenderCache(m map[string]string) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return
+	}
+	tmp := filepath.Join(s.dir, "gitconfig.json.tmp")
+	if os.WriteFile(tmp, b, 0o600) == nil {
+		os.Rename(tmp, filepath.Join(s.dir, "gitconfig.json"))
+	}
 }
 
 const sandboxHome = "/home/sbx"

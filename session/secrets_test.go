@@ -82,6 +82,24 @@ func TestSecretsStayOnTheHost(t *testing.T) {
 	if out, _ := sh(t, s, "git remote"); !strings.Contains(out, "upstream") {
 		t.Fatalf("host remote not seen in the sandbox: %q", out)
 	}
+	// A later process reusing the kept sandbox writes the sandbox's config
+	// anew (what the sandbox did to it is undone), from the render cache:
+	// with no git on the host's PATH, the same content still arrives.
+	sh(t, s, "git config core.hooksPath /tmp/planted; git config user.name Planted")
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", "/nonexistent")
+	s2, err := NewManager(f.root, &local.Provider{Version: "test"}, nil).Open(context.Background(), "secrets", params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Release(context.Background())
+	out, o = sh(t, s2, "PATH=/usr/bin:/bin; git config --list --show-origin")
+	if o.ExitCode != 0 || strings.Contains(out, "planted") || strings.Contains(out, "Planted") ||
+		!strings.Contains(out, "Host User") || !strings.Contains(out, "upstream") {
+		t.Fatalf("a reused sandbox's git config was not written anew (exit %d):\n%s", o.ExitCode, out)
+	}
 }
 
 func TestSyncPathsAreReadOnlyCopies(t *testing.T) {

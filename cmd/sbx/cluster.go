@@ -37,6 +37,9 @@ func newClusterProvider(log *slog.Logger) (*cluster.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
+	// One process per command: a kept session's processes share one exec
+	// of the in-pod helper through a relay.
+	cfg.Relay = true
 	return cluster.New(cfg, log), nil
 }
 
