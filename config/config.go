@@ -24,6 +24,11 @@ import (
 )
 
 // Config is everything sbx can be told.
+// MinPids is the smallest pids limit: the limit counts threads, and the
+// sandbox's init and command workers are Go programs whose runtime dies when
+// it cannot start a thread.
+const MinPids = 64
+
 type Config struct {
 	// Backend is "local" (the embedded sandbox) or "cluster" (Kubernetes with
 	// agent-sandbox; its own settings are AGENT_SANDBOX_* variables).
@@ -37,6 +42,8 @@ type Config struct {
 	// Memory limits the sandbox's memory in bytes; zero means no limit.
 	Memory int64
 	// Pids limits the number of processes in the sandbox; zero means no limit.
+	// The limit counts threads, the sandbox's own init and workers' too
+	// (Go programs, a few threads each), hence MinPids.
 	Pids int
 	// CodeDirs are the host directories synced with the sandbox.
 	CodeDirs []string
@@ -354,6 +361,9 @@ func applyFile(cfg *Config, path string, trusted bool) error {
 		if !ok || n < 0 || n > 1<<22 {
 			return fail("pids", fmt.Sprintf("%v is not a process count (0 for no limit)", *fc.Pids))
 		}
+		if n > 0 && n < MinPids {
+			return fail("pids", fmt.Sprintf("%d is below %d: the sandbox's own init and workers need up to ~32 of them (0 for no limit)", n, MinPids))
+		}
 		if !trusted && !narrower(n, int64(cfg.Pids)) {
 			return widen("pids")
 		}
@@ -575,6 +585,9 @@ func (c *Config) Set(key, v string) error {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
 			return fmt.Errorf("%q is not a process count", v)
+		}
+		if n > 0 && n < MinPids {
+			return fmt.Errorf("%d is below %d: the sandbox's own init and workers need up to ~32 of them (0 for no limit)", n, MinPids)
 		}
 		c.Pids = n
 	case "code_dirs":

@@ -21,11 +21,11 @@ func writeFile(t *testing.T, content string) string {
 func TestPrecedence(t *testing.T) {
 	user := writeFile(t, "network = \"host\"\nidle_ttl = \"10m\"\nmemory = \"2GiB\"\npids = 100\ncode_dirs = [\"/a\"]\n")
 	project := writeFile(t, "idle_ttl = 60\nmemory = \"1GiB\"\n")
-	cfg, err := Load(Sources{UserFile: user, ProjectFile: project, Env: []string{"SBX_PIDS=50", "AGENT_SANDBOX_CODE_DIRS=/x:/y", "AGENT_SANDBOX_HOST_COMMANDS=git push, gh pr create"}})
+	cfg, err := Load(Sources{UserFile: user, ProjectFile: project, Env: []string{"SBX_PIDS=70", "AGENT_SANDBOX_CODE_DIRS=/x:/y", "AGENT_SANDBOX_HOST_COMMANDS=git push, gh pr create"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Config{Backend: "local", Network: "host", IdleTTL: time.Minute, Memory: 1 << 30, Pids: 50, CodeDirs: []string{"/x", "/y"}}
+	want := Config{Backend: "local", Network: "host", IdleTTL: time.Minute, Memory: 1 << 30, Pids: 70, CodeDirs: []string{"/x", "/y"}}
 	if cfg.Backend != want.Backend || cfg.Network != want.Network || cfg.IdleTTL != want.IdleTTL || cfg.Memory != want.Memory || cfg.Pids != want.Pids || strings.Join(cfg.CodeDirs, ",") != "/x,/y" || strings.Join(cfg.HostCommands, ",") != "git push,gh pr create" {
 		t.Fatalf("got %+v, want %+v", cfg, want)
 	}
@@ -61,6 +61,7 @@ func TestErrors(t *testing.T) {
 		{name: "bad size", user: "memory = \"lots\"\n", wantLine: 1, wantKey: "memory", wantMsg: "not a size"},
 		{name: "wrong type", user: "pids = \"many\"\n", wantLine: 1, wantMsg: ""},
 		{name: "negative pids", user: "pids = -1\n", wantLine: 1, wantKey: "pids", wantMsg: "not a process count"},
+		{name: "pids below the floor", user: "pids = 16\n", wantLine: 1, wantKey: "pids", wantMsg: "below 64"},
 		{name: "project sets backend", project: "backend = \"local\"\n", wantLine: 1, wantKey: "backend", wantMsg: "may only narrow"},
 		{name: "project opens network", project: "network = \"host\"\n", wantLine: 1, wantKey: "network", wantMsg: "may only narrow"},
 		{name: "project sets code dirs", project: "code_dirs = [\"/\"]\n", wantLine: 1, wantKey: "code_dirs", wantMsg: "may only narrow"},

@@ -67,6 +67,10 @@ func runWorker() int {
 		fmt.Fprintf(os.Stderr, "sbx worker: mount /proc: %v\n", err)
 		return 1
 	}
+	// Under the sandbox's memory limit, the OOM killer is to pick a command
+	// (they inherit this), never the init that serves the sandbox. Raising
+	// the score needs no privilege; a failure only loses that preference.
+	os.WriteFile("/proc/self/oom_score_adj", []byte("1000"), 0)
 	// Still on the locked main thread: the fork in runOne happens on this
 	// thread, so what is dropped here is what commands inherit.
 	if err := dropPrivileges(); err != nil {
