@@ -128,12 +128,18 @@ func (s *Sandbox) helperMux(ctx context.Context) (*inpod.MuxClient, error) {
 		if uerr := s.uploadHelper(ctx); uerr != nil {
 			if errors.Is(uerr, errNoHelperBinary) {
 				s.noHelper = uerr
+			} else if lost := s.lost(ctx, uerr, false); lost != nil {
+				return nil, lost
 			}
 			return nil, uerr
 		}
 		m, err = inpod.StartMux(ctx, raw, helperPath)
 	}
 	if err != nil {
+		// The pod may have gone meanwhile.
+		if lost := s.lost(ctx, err, false); lost != nil && ctx.Err() == nil {
+			return nil, lost
+		}
 		return nil, fmt.Errorf("start the helper in pod %s/%s: %w %s", s.ns, s.pod, err, strings.TrimSpace(errb.String()))
 	}
 	s.mux = m

@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/sbx-sh/sbx/hostenv"
-	"github.com/sbx-sh/sbx/sandbox"
+	sbxsync "github.com/sbx-sh/sbx/sync"
 )
 
 // What of the host's secrets and settings enters the sandbox, and only this:
@@ -55,14 +54,14 @@ func statSig(p string) string {
 	return fmt.Sprintf("%d:%d", fi.Size(), fi.ModTime().UnixNano())
 }
 
-// installGitConfig writes the allowlisted global config into the sandbox's
-// home (once per process) and each code dir's allowlisted .git/config
-// (when it changed on the host, or not installed yet by this process), all
-// in one command. A config that cannot be read gives the sandbox an empty
-// one. What a config renders to is cached in the state dir by the file's
+// installGitConfig has the next round trip of the sync write the
+// allowlisted global config into the sandbox's home (once per process) and
+// each code dir's allowlisted .git/config (when it changed on the host, or
+// not installed yet by this process): no command of its own. A config that
+// cannot be read gives the sandbox an empty one. What a config renders to is cached in the state dir by the file's
 // stat signature, so a later process of a kept session runs no git to
 // write the same again.
-func (s *Session) installGitConfig(ctx context.Context, sb sandbox.Sandbox) error {
+func (s *Session) installGitConfig(ctx context.Context) {
 	if s.gitcfg.repo == nil {
 		s.gitcfg.repo = map[string]string{}
 	}
@@ -92,15 +91,14 @@ func (s *Session) installGitConfig(ctx context.Context, sb sandbox.Sandbox) erro
 		cache[src+"\x00"+sig] = text
 		return text
 	}
-	type file struct{ dst, content, dir, sig string }
-	var files []file
+	var files []pendingFile
 	if !s.gitcfg.global {
 		var sig strings.Builder
 		for _, p := range hostenv.GlobalConfigPaths() {
 			sig.WriteString(p + "=" + statSig(p) + ";")
 		}
 		text := render("global", sig.String(), func() ([]hostenv.KV, error) { return hostenv.ReadGlobalConfig(ctx) }, hostenv.FilterGlobal)
-		files = append(files, file{dst: sandboxHome + "/.gitconfig", content: text})
+		files = append(files, pendingFile{HelperFile: sbxsync.HelperFile{Path: sandboxHome + "/.gitconfig", Content: []byte(text)}})
 	}
 	for _, d := range s.params.CodeDirs {
 		gitDir := filepath.Join(d, ".git")
@@ -113,46 +111,39 @@ func (s *Session) installGitConfig(ctx context.Context, sb sandbox.Sandbox) erro
 			continue
 		}
 		text := render(src, sig, func() ([]hostenv.KV, error) { return hostenv.ReadConfig(ctx, src) }, hostenv.FilterRepo)
-		files = append(files, file{dst: src, content: text, dir: d, sig: sig})
+		// A repository without its config would be wrong: required.
+		files = append(files, pendingFile{HelperFile: sbxsync.HelperFile{Path: src, Content: []byte(text), Required: true}, dir: d, sig: sig})
 	}
-	if len(files) == 0 {
-		return nil
+	if len(files) > 0 {
+		s.saveRenderCache(cache)
 	}
-	s.saveRenderCache(cache)
-	// One command writes them all: each file as a path and its content; it
-	// names on stdout each one it could not write.
-	args := []string{"/bin/sh", "-c", `while [ $# -gt 1 ]; do { mkdir -p "$(dirname "$1")" && printf %s "$2" > "$1"; } 2>/dev/null || echo "$1"; shift 2; done`, "sbx"}
+	s.mu.Lock()
+	s.pendingGit = files
+	s.mu.Unlock()
+}
+
+// pendingFile is a git config file that goes into the sandbox with the next
+// round trip of the sync.
+type pendingFile struct {
+	sbxsync.HelperFile
+	dir, sig string // the code dir and its config's signature; "" for the global one
+}
+
+// gitConfigSent records what a round trip wrote, after the sandbox applied
+// it: the files it could not write (only the global one can fail without
+// failing the round trip) are reported.
+func (s *Session) gitConfigSent(files []pendingFile, failed []string) {
 	for _, f := range files {
-		args = append(args, f.dst, f.content)
-	}
-	var out strings.Builder
-	res, err := sb.Exec(ctx, &sandbox.Cmd{Argv: args, Env: BaseEnv(false), Stdout: &out, Stderr: &out})
-	if err == nil && res.ExitCode != 0 {
-		err = fmt.Errorf("exit %d: %s", res.ExitCode, strings.TrimSpace(out.String()))
-	}
-	if err != nil {
-		return fmt.Errorf("write git config in the sandbox: %w", err)
-	}
-	failed := strings.Fields(out.String())
-	for _, f := range files {
-		if !slices.Contains(failed, f.dst) {
-			continue
-		}
-		if f.dir != "" {
-			// A repository without its config would be wrong.
-			return fmt.Errorf("write git config in the sandbox: cannot write %s", f.dst)
-		}
-		// Not fatal for the global one: the sandbox's git just has no
-		// identity then.
-		s.note(fmt.Sprintf("git config: cannot write %s in the sandbox (is the image's home writable?)", f.dst))
-	}
-	s.gitcfg.global = true
-	for _, f := range files {
-		if f.dir != "" {
+		if f.dir == "" {
+			s.gitcfg.global = true
+		} else {
 			s.gitcfg.repo[f.dir] = f.sig
 		}
 	}
-	return nil
+	for _, e := range failed {
+		// The sandbox's git just has no identity then.
+		s.note(fmt.Sprintf("git config: cannot write %s in the sandbox (is the image's home writable?)", e))
+	}
 }
 
 // The render cache: state-dir/gitconfig.json, source + signature -> text.

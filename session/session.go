@@ -88,7 +88,9 @@ type Session struct {
 	sync   *sbxsync.Host
 	sb     sandbox.Sandbox
 	gitcfg gitConfigState
-	jobs   map[*Job]context.CancelFunc
+	// pendingGit goes into the sandbox with the next round trip.
+	pendingGit []pendingFile
+	jobs       map[*Job]context.CancelFunc
 
 	warnedRefused bool
 	notices       []string
@@ -337,9 +339,7 @@ func (s *Session) Exec(ctx context.Context, r Run) (Outcome, error) {
 		rep      sbxsync.Report
 		decision router.Decision
 	)
-	if err := s.installGitConfig(ctx, sb); err != nil {
-		return Outcome{}, err
-	}
+	s.installGitConfig(ctx)
 	if r.Argv == nil && r.TTY == nil {
 		decision = s.route(r.Command, dir)
 	}
@@ -357,12 +357,11 @@ func (s *Session) Exec(ctx context.Context, r Run) (Outcome, error) {
 		sb = s.sb
 		s.mu.Unlock()
 		if err == nil {
-			if err = s.installGitConfig(ctx, sb); err == nil {
-				if decision.Where == router.Host {
-					res, rep, err = s.runOnHost(ctx, sb, decision, r)
-				} else {
-					res, rep, err = s.roundTrip(ctx, sb, cmd)
-				}
+			s.installGitConfig(ctx)
+			if decision.Where == router.Host {
+				res, rep, err = s.runOnHost(ctx, sb, decision, r)
+			} else {
+				res, rep, err = s.roundTrip(ctx, sb, cmd)
 			}
 		}
 	}
@@ -396,6 +395,12 @@ func (s *Session) roundTrip(ctx context.Context, sb sandbox.Sandbox, cmd *sandbo
 	if err != nil {
 		return sandbox.Result{}, rep, fmt.Errorf("%w: %v", ErrSync, err)
 	}
+	s.mu.Lock()
+	files := s.pendingGit
+	s.mu.Unlock()
+	for _, f := range files {
+		round.Request.Files = append(round.Request.Files, f.HelperFile)
+	}
 	req, err := json.Marshal(round.Request)
 	if err != nil {
 		return sandbox.Result{}, rep, err
@@ -423,6 +428,12 @@ func (s *Session) roundTrip(ctx context.Context, sb sandbox.Sandbox, cmd *sandbo
 	var reply sbxsync.HelperReply
 	if err := json.Unmarshal(res.SyncReply, &reply); err != nil {
 		return res, rep, fmt.Errorf("%w: bad sync reply: %v", ErrSync, err)
+	}
+	if len(files) > 0 {
+		s.mu.Lock() // round trips are serialized by s.run
+		s.pendingGit = nil
+		s.gitConfigSent(files, reply.FileErrors)
+		s.mu.Unlock()
 	}
 	frep, ferr := round.Finish(reply)
 	frep.Applied += rep.Applied
@@ -504,6 +515,7 @@ func (s *Session) dropSandbox(why string) {
 	s.sb = nil
 	s.info.Claimed = false
 	s.gitcfg = gitConfigState{}
+	s.pendingGit = nil
 	s.sync.Reset()
 }
 

@@ -35,6 +35,18 @@ type HelperRequest struct {
 	Ack uint64 `json:"ack"`
 	// StateDir is where the helper keeps its manifests, inside the sandbox.
 	StateDir string `json:"state_dir"`
+	// Files are written before the push is applied, outside the sync (the
+	// sandbox's git config, rendered from allowlists): whole, each time.
+	Files []HelperFile `json:"files,omitempty"`
+}
+
+// HelperFile is one file the host writes into the sandbox.
+type HelperFile struct {
+	Path    string `json:"path"` // absolute
+	Content []byte `json:"content"`
+	// Required makes a failure to write it fail the round trip before the
+	// command runs; else the failure is named in HelperReply.FileErrors.
+	Required bool `json:"required,omitempty"`
 }
 
 // HelperDir is one code dir, at its path inside the sandbox.
@@ -56,7 +68,9 @@ type HelperReply struct {
 	// Conflicts lists sandbox files that a pushed host change replaced; the
 	// sandbox's version was saved beside each as NAME.sbx-conflict.
 	Conflicts []string `json:"conflicts,omitempty"`
-	Error     string   `json:"error,omitempty"`
+	// FileErrors names the request's Files that could not be written.
+	FileErrors []string `json:"file_errors,omitempty"`
+	Error      string   `json:"error,omitempty"`
 }
 
 // ConflictSuffix names the copy kept of the losing side of a conflict:
@@ -216,6 +230,14 @@ func (hd *helperDir) save() error {
 // that changed since the last sync (a background job wrote it) and that the
 // host's patch replaces is first saved beside as NAME.sbx-conflict.
 func (h *Helper) Apply(push io.Reader) error {
+	for _, f := range h.req.Files {
+		if err := writeWhole(f); err != nil {
+			if f.Required {
+				return fmt.Errorf("write %s: %w", f.Path, err)
+			}
+			h.reply.FileErrors = append(h.reply.FileErrors, fmt.Sprintf("%s: %v", f.Path, err))
+		}
+	}
 	for _, hd := range h.dirs {
 		if err := os.MkdirAll(hd.d.Path, 0o755); err != nil {
 			return err
@@ -365,3 +387,33 @@ func (h *Helper) Collect(pull io.Writer) HelperReply {
 
 // Reply is the reply so far (for a round trip that failed before Collect).
 func (h *Helper) Reply() HelperReply { return h.reply }
+
+// writeWhole writes one of the request's files: atomically, 0644, its
+// directory made when missing.
+func writeWhole(f HelperFile) error {
+	if !filepath.IsAbs(f.Path) {
+		return fmt.Errorf("not an absolute path")
+	}
+	dir := filepath.Dir(f.Path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, ".sbx-file-*")
+	if err != nil {
+		return err
+	}
+	_, err = tmp.Write(f.Content)
+	if err == nil {
+		err = tmp.Chmod(0o644)
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), f.Path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
+	return err
+}

@@ -47,6 +47,7 @@ type world struct {
 	t         *testing.T
 	bin, code string
 	env       []string
+	state     string // XDG_STATE_HOME
 	remote    string // the bare repository behind the HTTP remote
 	remoteURL string
 }
@@ -58,7 +59,7 @@ func newWorld(t *testing.T) *world {
 	state, _ := os.MkdirTemp("", "sbxe2es")
 	base, _ := os.MkdirTemp("", "sbxe2ec")
 	t.Cleanup(func() { os.RemoveAll(home); os.RemoveAll(state); os.RemoveAll(base) })
-	w.code = filepath.Join(base, "code")
+	w.code, w.state = filepath.Join(base, "code"), state
 	w.env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "XDG_STATE_HOME=" + state,
 		"SBX_BACKEND=cluster", "AGENT_SANDBOX_KUBECONFIG=" + saConfig, "AGENT_SANDBOX_NAMESPACE=" + ns,
 		"AGENT_SANDBOX_POOL=" + poolName, "AGENT_SANDBOX_CLAIM_TIMEOUT=120", "GIT_CONFIG_NOSYSTEM=1",
@@ -127,6 +128,13 @@ func TestSbxExecSyncsBothWaysAndRoutesGitPush(t *testing.T) {
 	if log, err := exec.Command("git", "--git-dir", w.remote, "log", "--oneline", "main").CombinedOutput(); err != nil || !strings.Contains(string(log), "second") {
 		t.Fatalf("push did not reach the remote: %v %s", err, log)
 	}
+	// From the second process on, the session's processes share one exec
+	// of the helper through a relay, which goes away with the session.
+	relays, _ := filepath.Glob(filepath.Join(w.state, "sbx", "sessions", "e2e-cli", "relay-*.sock"))
+	if len(relays) != 1 {
+		b, _ := os.ReadFile(filepath.Join(w.state, "sbx", "sessions", "e2e-cli", "relay.log"))
+		t.Fatalf("relay sockets: %v\n%s", relays, b)
+	}
 	// The claim is found by label, listed, and released.
 	out, errs, code = w.sbx("ls", "--backend", "cluster")
 	if code != 0 || !strings.Contains(out, "e2e-cli") {
@@ -145,6 +153,14 @@ func TestSbxExecSyncsBothWaysAndRoutesGitPush(t *testing.T) {
 			t.Fatalf("claim still listed after release:\n%s", out)
 		}
 		time.Sleep(time.Second)
+	}
+	for deadline = time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if _, err := os.Stat(relays[0]); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the relay outlived the released session")
+		}
 	}
 }
 

@@ -222,6 +222,7 @@ func TestPodDeletedMidSession(t *testing.T) {
 	p := cluster.New(saCfg(t), nil)
 	dir := t.TempDir()
 	sb := claim(t, p, "lost", sandbox.Spec{Name: "lost", StateDir: dir})
+	run(t, sb, &sandbox.Cmd{Argv: []string{"true"}}) // the helper is up: what follows is a command in flight
 	go func() {
 		time.Sleep(1500 * time.Millisecond)
 		zero := int64(0)
