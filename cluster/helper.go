@@ -92,9 +92,12 @@ func (s *Sandbox) uploadHelper(ctx context.Context) error {
 	}
 	defer bin.Close()
 	start := time.Now()
-	script := `set -e; mkdir -p /tmp/.sbx; chmod 700 /tmp/.sbx; cat > /tmp/.sbx/sbx.new; chmod 755 /tmp/.sbx/sbx.new; mv /tmp/.sbx/sbx.new ` + helperPath
+	// A pod whose image has this version already keeps it (and the upload
+	// is not read).
+	script := `set -e; [ "$(` + helperPath + ` __inpod version 2>/dev/null)" != "$1" ] || exit 0
+mkdir -p /tmp/.sbx; chmod 700 /tmp/.sbx; cat > /tmp/.sbx/sbx.new; chmod 755 /tmp/.sbx/sbx.new; mv /tmp/.sbx/sbx.new ` + helperPath
 	var errb bytes.Buffer
-	if err := s.stream(ctx, []string{"/bin/sh", "-c", script}, bin, io.Discard, &errb, nil); err != nil {
+	if err := s.stream(ctx, []string{"/bin/sh", "-c", script, "sbx", inpod.Version}, bin, io.Discard, &errb, nil); err != nil {
 		return fmt.Errorf("upload the helper into pod %s/%s: %v %s", s.ns, s.pod, err, strings.TrimSpace(errb.String()))
 	}
 	s.p.log.Debug("uploaded the in-pod helper", "pod", s.pod, "from", bin.Name(), "took", time.Since(start))
@@ -118,6 +121,14 @@ func (s *Sandbox) helperMux(ctx context.Context) (*inpod.MuxClient, error) {
 	raw := func(ctx context.Context, argv []string, stdin io.Reader, stdout io.Writer) error {
 		return s.stream(ctx, argv, stdin, stdout, &errb, nil)
 	}
+	if s.fresh {
+		// A pod just claimed has no helper unless its image does: upload
+		// (or find it there) first, rather than fail a start.
+		s.fresh = false
+		if err := s.upload(ctx); err != nil {
+			return nil, err
+		}
+	}
 	m, err := inpod.StartMux(ctx, raw, helperPath)
 	if err != nil && ctx.Err() == nil {
 		// Absent, another version, or the exec failed: the pod may be gone
@@ -125,13 +136,8 @@ func (s *Sandbox) helperMux(ctx context.Context) (*inpod.MuxClient, error) {
 		if lost := s.lost(ctx, err, false); lost != nil {
 			return nil, lost
 		}
-		if uerr := s.uploadHelper(ctx); uerr != nil {
-			if errors.Is(uerr, errNoHelperBinary) {
-				s.noHelper = uerr
-			} else if lost := s.lost(ctx, uerr, false); lost != nil {
-				return nil, lost
-			}
-			return nil, uerr
+		if err := s.upload(ctx); err != nil {
+			return nil, err
 		}
 		m, err = inpod.StartMux(ctx, raw, helperPath)
 	}
@@ -147,6 +153,21 @@ func (s *Sandbox) helperMux(ctx context.Context) (*inpod.MuxClient, error) {
 	s.stopWatch = cancel
 	go s.watchPod(wctx)
 	return m, nil
+}
+
+// upload uploads the helper; when that fails it remembers that sbx has no
+// helper to upload, or says the pod is gone. Called with muxMu held.
+func (s *Sandbox) upload(ctx context.Context) error {
+	err := s.uploadHelper(ctx)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, errNoHelperBinary) {
+		s.noHelper = err
+	} else if lost := s.lost(ctx, err, false); lost != nil {
+		return lost
+	}
+	return err
 }
 
 // closeMux ends the long-lived exec, if any.

@@ -193,6 +193,7 @@ func (p *Provider) Claim(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	if err != nil {
 		return nil, err
 	}
+	sb.fresh = true // a pod new to sbx: the helper goes in before the first start
 	return sb, writeState(spec.StateDir, sb.state())
 }
 

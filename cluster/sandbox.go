@@ -37,6 +37,7 @@ type Sandbox struct {
 	stopWatch context.CancelFunc // ends watchPod
 	gone      string             // why the pod can no longer serve, once the watch saw it
 	relay     string             // the relay's socket, when commands go through one (relay.go)
+	fresh     bool               // claimed by this process: no helper started in its pod yet
 }
 
 var _ sandbox.Sandbox = (*Sandbox)(nil)

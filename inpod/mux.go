@@ -223,9 +223,12 @@ func StartMux(ctx context.Context, run StreamFunc, helperPath string) (*MuxClien
 		}
 		return nil, err
 	}
+	// Closing the session ends the helper's input: the mux kills what still
+	// runs and exits, and the exec ends by itself (cancelling it instead
+	// makes client-go log its copiers' errors); yamux reads on until then.
+	// An exec that does not end soon is cancelled.
 	closeConn := func() error {
-		stop()
-		outR.Close()
+		time.AfterFunc(3*time.Second, stop)
 		return inW.Close()
 	}
 	sess, err := yamux.Client(pipeConn{br, inW, closeConn}, yamuxConfig())
@@ -239,10 +242,21 @@ func StartMux(ctx context.Context, run StreamFunc, helperPath string) (*MuxClien
 		case <-m.done:
 			sess.Close()
 		case <-sess.CloseChan():
-			stop()
+			m.waitOrStop()
 		}
 	}()
 	return m, nil
+}
+
+// waitOrStop waits a little for the exec to end after its input did, then
+// cancels it.
+func (m *MuxClient) waitOrStop() {
+	select {
+	case <-m.done:
+	case <-time.After(3 * time.Second):
+		m.stop()
+		<-m.done
+	}
 }
 
 // Closed reports whether the mux has ended.
@@ -251,8 +265,7 @@ func (m *MuxClient) Closed() bool { return m.sess.IsClosed() }
 // Close ends the mux and its exec; the helper kills what still runs.
 func (m *MuxClient) Close() error {
 	m.sess.Close()
-	m.stop()
-	<-m.done
+	m.waitOrStop()
 	return nil
 }
 

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/sbx-sh/sbx/hostrun"
@@ -99,27 +98,19 @@ func (s *Session) runOnHost(ctx context.Context, sb sandbox.Sandbox, d router.De
 	return res, rep, nil
 }
 
-// installStubs writes the host-command stubs into the sandbox.
-func (s *Session) installStubs(ctx context.Context, sb sandbox.Sandbox) error {
+// stubFiles are the host-command stubs, for the first round trip of a new
+// sandbox to write (sync.HelperFile): no command of their own.
+func (s *Session) stubFiles() []pendingFile {
 	stubs := router.StubScripts(s.params.HostCommands)
 	names := make([]string, 0, len(stubs))
 	for n := range stubs {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	var files []pendingFile
 	for _, name := range names {
-		var out strings.Builder
-		res, err := sb.Exec(ctx, &sandbox.Cmd{
-			Argv:  []string{"/bin/sh", "-c", `mkdir -p "$1" && cat > "$1/$2" && chmod 755 "$1/$2"`, "sbx", StubDir, name},
-			Env:   BaseEnv(false),
-			Stdin: strings.NewReader(stubs[name]), Stdout: &out, Stderr: &out,
-		})
-		if err == nil && res.ExitCode != 0 {
-			err = fmt.Errorf("exit %d: %s", res.ExitCode, strings.TrimSpace(out.String()))
-		}
-		if err != nil {
-			return fmt.Errorf("install the %s stub in the sandbox: %w", name, err)
-		}
+		files = append(files, pendingFile{HelperFile: sbxsync.HelperFile{
+			Path: StubDir + "/" + name, Content: []byte(stubs[name]), Exec: true, Required: true}})
 	}
-	return nil
+	return files
 }

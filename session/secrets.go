@@ -134,9 +134,11 @@ type pendingFile struct {
 // failing the round trip) are reported.
 func (s *Session) gitConfigSent(files []pendingFile, failed []string) {
 	for _, f := range files {
-		if f.dir == "" {
+		switch {
+		case f.Exec: // a stub, not git config
+		case f.dir == "":
 			s.gitcfg.global = true
-		} else {
+		default:
 			s.gitcfg.repo[f.dir] = f.sig
 		}
 	}

@@ -88,8 +88,10 @@ type Session struct {
 	sync   *sbxsync.Host
 	sb     sandbox.Sandbox
 	gitcfg gitConfigState
-	// pendingGit goes into the sandbox with the next round trip.
+	// pendingGit goes into the sandbox with the next round trip, and stubs
+	// with the first one of a new sandbox.
 	pendingGit []pendingFile
+	stubs      []pendingFile
 	jobs       map[*Job]context.CancelFunc
 
 	warnedRefused bool
@@ -247,12 +249,7 @@ func (s *Session) claim(ctx context.Context) error {
 		return fmt.Errorf("claim %s sandbox: %w", s.m.prov.Name(), err)
 	}
 	s.m.log.Debug("claimed sandbox", "session", s.name, "backend", s.m.prov.Name(), "took", time.Since(start))
-	if len(s.params.HostCommands) > 0 {
-		if err := s.installStubs(ctx, sb); err != nil {
-			sb.Release(context.Background())
-			return err
-		}
-	}
+	s.stubs = s.stubFiles()
 	s.sb = sb
 	s.info.Claimed = true
 	return writeInfo(s.dir, s.info)
@@ -396,7 +393,7 @@ func (s *Session) roundTrip(ctx context.Context, sb sandbox.Sandbox, cmd *sandbo
 		return sandbox.Result{}, rep, fmt.Errorf("%w: %v", ErrSync, err)
 	}
 	s.mu.Lock()
-	files := s.pendingGit
+	files := append(append([]pendingFile(nil), s.stubs...), s.pendingGit...)
 	s.mu.Unlock()
 	for _, f := range files {
 		round.Request.Files = append(round.Request.Files, f.HelperFile)
@@ -431,7 +428,7 @@ func (s *Session) roundTrip(ctx context.Context, sb sandbox.Sandbox, cmd *sandbo
 	}
 	if len(files) > 0 {
 		s.mu.Lock() // round trips are serialized by s.run
-		s.pendingGit = nil
+		s.pendingGit, s.stubs = nil, nil
 		s.gitConfigSent(files, reply.FileErrors)
 		s.mu.Unlock()
 	}
@@ -515,7 +512,7 @@ func (s *Session) dropSandbox(why string) {
 	s.sb = nil
 	s.info.Claimed = false
 	s.gitcfg = gitConfigState{}
-	s.pendingGit = nil
+	s.pendingGit, s.stubs = nil, nil
 	s.sync.Reset()
 }
 

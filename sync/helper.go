@@ -44,6 +44,8 @@ type HelperRequest struct {
 type HelperFile struct {
 	Path    string `json:"path"` // absolute
 	Content []byte `json:"content"`
+	// Exec makes it executable (0755; else 0644).
+	Exec bool `json:"exec,omitempty"`
 	// Required makes a failure to write it fail the round trip before the
 	// command runs; else the failure is named in HelperReply.FileErrors.
 	Required bool `json:"required,omitempty"`
@@ -388,8 +390,8 @@ func (h *Helper) Collect(pull io.Writer) HelperReply {
 // Reply is the reply so far (for a round trip that failed before Collect).
 func (h *Helper) Reply() HelperReply { return h.reply }
 
-// writeWhole writes one of the request's files: atomically, 0644, its
-// directory made when missing.
+// writeWhole writes one of the request's files: atomically, 0644 (0755 for
+// Exec), its directory made when missing.
 func writeWhole(f HelperFile) error {
 	if !filepath.IsAbs(f.Path) {
 		return fmt.Errorf("not an absolute path")
@@ -402,9 +404,13 @@ func writeWhole(f HelperFile) error {
 	if err != nil {
 		return err
 	}
+	mode := os.FileMode(0o644)
+	if f.Exec {
+		mode = 0o755
+	}
 	_, err = tmp.Write(f.Content)
 	if err == nil {
-		err = tmp.Chmod(0o644)
+		err = tmp.Chmod(mode)
 	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
