@@ -314,10 +314,47 @@ func (h *Helper) Apply(push io.Reader) error {
 	return nil
 }
 
-// dirRoots caches an os.Root per directory of a tree being filled.
+// dirRoots caches an os.Root per directory of a tree being filled, so
+// that each operation on a file does not walk its whole path again.
 type dirRoots struct {
 	base *os.Root
 	m    map[string]*os.Root
+	// verify checks, on each split, that the cached directory is still the
+	// one at its path (the host's tree can change under a pull).
+	verify bool
+}
+
+// split returns the root of p's directory and p's name in it; the base
+// root and p itself when the directory cannot be opened (or was replaced).
+func (d *dirRoots) split(p string) (*os.Root, string) {
+	dir := path.Dir(p)
+	if dir == "." {
+		return d.base, p
+	}
+	r, err := d.get(dir)
+	if err != nil {
+		return d.base, p
+	}
+	if d.verify {
+		a, err1 := r.Stat(".")
+		b, err2 := d.base.Lstat(dir)
+		if err1 != nil || err2 != nil || !os.SameFile(a, b) {
+			d.invalidate(dir)
+			return d.base, p
+		}
+	}
+	return r, path.Base(p)
+}
+
+// invalidate forgets p and everything cached below it (deleted or
+// replaced by something else than a directory).
+func (d *dirRoots) invalidate(p string) {
+	for k, r := range d.m {
+		if k == p || strings.HasPrefix(k, p+"/") {
+			r.Close()
+			delete(d.m, k)
+		}
+	}
 }
 
 func (d *dirRoots) get(dir string) (*os.Root, error) {

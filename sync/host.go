@@ -351,9 +351,19 @@ func (h *Host) applySpool(seq uint64, rep *Report) error {
 		return fmt.Errorf("open spooled changes: %w", err)
 	}
 	defer f.Close()
+	var roots *dirRoots
 	err = h.eachPull(f, func(d *hostDir, root *os.Root, links map[string]bool, it *Item) error {
-		return h.applyOne(h.indexOf(d), d, root, it, rep)
+		if roots == nil || roots.base != root {
+			if roots != nil {
+				roots.close()
+			}
+			roots = &dirRoots{base: root, m: map[string]*os.Root{}, verify: true}
+		}
+		return h.applyOne(h.indexOf(d), d, roots, it, rep)
 	})
+	if roots != nil {
+		roots.close()
+	}
 	if err != nil {
 		return fmt.Errorf("bring back the sandbox's changes: %w", err)
 	}
@@ -375,7 +385,8 @@ func (h *Host) indexOf(d *hostDir) int {
 	return -1
 }
 
-func (h *Host) applyOne(i int, d *hostDir, root *os.Root, it *Item, rep *Report) error {
+func (h *Host) applyOne(i int, d *hostDir, roots *dirRoots, it *Item, rep *Report) error {
+	root := roots.base
 	m := h.st.Manifests[i]
 	full := filepath.Join(d.cfg.Path, it.Path)
 	if d.protected.Excluded(it.Path, it.Entry.Mode.IsDir()) || d.protected.ExcludedPath(it.Path, it.Entry.Mode.IsDir()) {
@@ -395,19 +406,24 @@ func (h *Host) applyOne(i int, d *hostDir, root *os.Root, it *Item, rep *Report)
 		}
 		return nil
 	}
+	if it.Deleted || !it.Entry.Mode.IsDir() {
+		roots.invalidate(it.Path) // a directory there goes away
+	}
+	// Operations on the path go through its directory's root.
+	dr, name := roots.split(it.Path)
 	base, had := m[it.Path]
-	now, exists, err := lstatEntry(root, it.Path, false)
+	now, exists, err := lstatEntry(dr, name, false)
 	if err != nil {
 		return err
 	}
 	if exists && !it.Deleted {
-		same, err := sameContent(root, it, now)
+		same, err := sameContent(dr, name, it, now)
 		if err != nil {
 			return err
 		}
 		if same {
 			// Already there (a redone pull, or the same edit on both sides).
-			m[it.Path] = withHash(root, it.Path, now)
+			m[it.Path] = withHash(dr, name, now)
 			return nil
 		}
 	}
@@ -419,15 +435,15 @@ func (h *Host) applyOne(i int, d *hostDir, root *os.Root, it *Item, rep *Report)
 		// version (or its deletion) whatever it is now.
 		m[it.Path] = Entry{Mode: fs.ModeIrregular}
 		if !it.Deleted && !it.Entry.Mode.IsDir() {
-			aside := conflictName(root, it.Path)
-			if _, err := writeItem(root, it, aside); err != nil {
+			aside := conflictName(dr, name)
+			if _, err := writeItem(dr, it, aside); err != nil {
 				return err
 			}
-			rep.Conflicts = append(rep.Conflicts, filepath.Join(d.cfg.Path, aside))
+			rep.Conflicts = append(rep.Conflicts, filepath.Join(d.cfg.Path, path.Dir(it.Path), path.Base(aside)))
 		}
 		return nil
 	}
-	e, err := writeItem(root, it, "")
+	e, err := writeItem(dr, it, name)
 	if err != nil {
 		return err
 	}
@@ -448,7 +464,7 @@ func (h *Host) applyOne(i int, d *hostDir, root *os.Root, it *Item, rep *Report)
 // a file of the same size, mode and mtime it compares the content, buffering
 // the item's body (which then stays readable) up to a size; past it, equal
 // size, mode and nanosecond mtime count as the same file.
-func sameContent(root *os.Root, it *Item, now Entry) (bool, error) {
+func sameContent(root *os.Root, name string, it *Item, now Entry) (bool, error) {
 	switch {
 	case it.Entry.Mode.IsDir():
 		return now.Mode == it.Entry.Mode, nil
@@ -464,7 +480,7 @@ func sameContent(root *os.Root, it *Item, now Entry) (bool, error) {
 		return false, err
 	}
 	it.Body = bytes.NewReader(body)
-	have, err := root.ReadFile(it.Path)
+	have, err := root.ReadFile(name)
 	if err != nil {
 		return false, nil
 	}

@@ -220,6 +220,21 @@ func TestConflictKeepsHostAndSavesSandbox(t *testing.T) {
 	if len(rep.Conflicts) != 2 {
 		t.Fatalf("conflicts not reported: %+v", rep)
 	}
+	for _, c := range rep.Conflicts {
+		if _, err := os.Stat(c); err != nil {
+			t.Fatalf("a reported conflict copy is not there: %v", err)
+		}
+	}
+	// In a subdirectory too (the copy's reported path names it).
+	rep = p.sync(func() {
+		put(t, filepath.Join(p.sandbox, "d", "e", "f"), "sandbox")
+		put(t, filepath.Join(p.host, "d", "e", "f"), "host")
+	})
+	want := filepath.Join(p.host, "d", "e", "f"+ConflictSuffix)
+	if len(rep.Conflicts) != 1 || rep.Conflicts[0] != want || read(t, want) != "sandbox" {
+		t.Fatalf("nested conflict: %+v, want %s", rep.Conflicts, want)
+	}
+	p.sync(nil)
 	// The next round trip gives the sandbox the host's version.
 	p.sync(nil)
 	if got := read(t, filepath.Join(p.sandbox, "f")); got != "host" {
