@@ -323,6 +323,13 @@ func (e *entry) release(ctx context.Context, why string) error {
 	if s == nil {
 		return nil
 	}
+	if why == "shutdown" && s.Info().Keep {
+		// A kept session (persistent cluster claims) outlives this server:
+		// the next one with the same session name reattaches.
+		err := s.Close(ctx)
+		e.p.log.Info("session kept", "session", e.name, "err", err)
+		return err
+	}
 	err := s.Release(ctx)
 	e.p.log.Info("session released", "session", e.name, "why", why, "err", err)
 	return err
@@ -348,7 +355,8 @@ func (p *Sessions) drop(e *entry, why string) {
 }
 
 // Close releases every session (background jobs are stopped first, so what
-// they changed comes back) and refuses further calls.
+// they changed comes back), but keeps those opened with Params.Keep, and
+// refuses further calls.
 func (p *Sessions) Close(ctx context.Context) error {
 	p.mu.Lock()
 	if p.closed {

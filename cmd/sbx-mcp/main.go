@@ -106,6 +106,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		hostCommands, err = router.ParsePrefixes(cfg.HostCommands)
 	}
 	var mgr *session.Manager
+	keep := false // a persistent cluster session is kept (see below)
 	if err == nil {
 		root, rerr := session.DefaultStateRoot()
 		if rerr != nil {
@@ -116,6 +117,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 				var ccfg cluster.Config
 				if ccfg, err = cluster.LoadConfig(os.Getenv); err == nil {
 					prov = cluster.New(ccfg, log)
+					keep = ccfg.Persistent
 				}
 			}
 			mgr = session.NewManager(root, prov, log)
@@ -131,12 +133,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		log.Warn("no usable code dir: every tool call will fail", "err", err)
 		err = fmt.Errorf("sbx-mcp cannot run anything: %w", err)
 	}
+	// A persistent cluster session survives a restart of this server: it is
+	// kept when the connection ends, and reattached by its session name.
 	tc := tools.Config{
 		Manager: mgr, StartDir: startDir, Err: err, Log: log, SDKLog: sdkLog,
 		Params: session.Params{
 			CodeDirs: codes, Network: sandbox.Network(cfg.Network),
 			Limits:  sandbox.Limits{MemoryBytes: cfg.Memory, Pids: cfg.Pids},
-			IdleTTL: cfg.IdleTTL, HostCommands: hostCommands, Exclude: cfg.Exclude,
+			IdleTTL: cfg.IdleTTL, HostCommands: hostCommands, Exclude: cfg.Exclude, Keep: keep,
 			ForwardEnv: cfg.ForwardEnv, EnvSkip: cfg.EnvSkip, SyncPaths: append(append([]string{}, cfg.SyncPaths...), cfg.TaskFiles...),
 		},
 	}

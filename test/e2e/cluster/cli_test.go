@@ -204,3 +204,62 @@ func TestSbxMCPOnTheCluster(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 }
+
+// TestSbxMCPPersistentReattach restarts sbx-mcp twice on a persistent
+// session: after a clean exit and after a kill -9. Each new server finds the
+// claim by its label and runs in the same pod (a file outside the code dir,
+// which no sync carries, is still there).
+func TestSbxMCPPersistentReattach(t *testing.T) {
+	w := newWorld(t)
+	w.env = append(w.env, "AGENT_SANDBOX_PERSISTENT=true")
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	start := func() (*mcp.ClientSession, *exec.Cmd) {
+		cmd := exec.Command(filepath.Join(w.bin, "sbx-mcp"), "--session", "e2e-persist")
+		cmd.Dir, cmd.Env = w.code, w.env
+		cmd.Stderr = os.Stderr
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "sbx-e2e"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs, cmd
+	}
+	bash := func(cs *mcp.ClientSession, command string) string {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": command}})
+		if err != nil || res.IsError {
+			t.Fatalf("bash %q: %v %+v", command, err, res)
+		}
+		return res.Content[0].(*mcp.TextContent).Text
+	}
+	cs, _ := start()
+	bash(cs, "hostname > /tmp/first-pod")
+	pod := strings.TrimSpace(bash(cs, "cat /tmp/first-pod"))
+	cs.Close() // a clean exit keeps a persistent session
+
+	cs, cmd := start()
+	if out := bash(cs, "cat /tmp/first-pod; echo again >> /tmp/first-pod"); !strings.Contains(out, pod) {
+		t.Fatalf("after a restart: %q, want the pod %s's file", out, pod)
+	}
+	cmd.Process.Kill() // and so does a crash
+	cmd.Wait()
+	cs.Close()
+
+	cs, _ = start()
+	if out := bash(cs, "cat /tmp/first-pod"); !strings.Contains(out, "again") {
+		t.Fatalf("after a kill -9: %q", out)
+	}
+	cs.Close()
+	if out, errs, code := w.sbx("release", "--backend", "cluster", "--session", "e2e-persist"); code != 0 {
+		t.Fatalf("release: %d %q %q", code, out, errs)
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(time.Second) {
+		out, _, _ := w.sbx("ls", "--backend", "cluster")
+		if !strings.Contains(out, "e2e-persist") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("claim still listed after release:\n%s", out)
+		}
+	}
+}
