@@ -388,6 +388,7 @@ func (s *Session) syncOnly(ctx context.Context, sb sandbox.Sandbox) (sbxsync.Rep
 // roundTrip runs cmd as one round trip of the sync: the host's changes go
 // in with it, the sandbox's come back with its end.
 func (s *Session) roundTrip(ctx context.Context, sb sandbox.Sandbox, cmd *sandbox.Cmd) (sandbox.Result, sbxsync.Report, error) {
+	begun := time.Now()
 	round, rep, err := s.sync.Begin()
 	if err != nil {
 		return sandbox.Result{}, rep, fmt.Errorf("%w: %v", ErrSync, err)
@@ -412,10 +413,15 @@ func (s *Session) roundTrip(ctx context.Context, sb sandbox.Sandbox, cmd *sandbo
 		pulled <- err
 	}()
 	cmd.Sync = &sandbox.SyncIO{Request: req, Push: pushR, Pull: pullW}
+	t0 := time.Now()
 	res, xerr := sb.Exec(ctx, cmd)
 	pullW.Close()
 	pushR.Close()
 	perr := <-pulled
+	t1 := time.Now()
+	defer func() {
+		s.m.log.Debug("round trip", "session", s.name, "begin", t0.Sub(begun), "exec+pull", t1.Sub(t0), "command", res.Duration, "apply", time.Since(t1))
+	}()
 	if len(res.SyncReply) == 0 {
 		if xerr == nil {
 			xerr = fmt.Errorf("%w: the sandbox sent no sync reply", ErrSync)
