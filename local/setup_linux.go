@@ -225,7 +225,10 @@ func buildRoot(cfg *initConfig) error {
 	for _, t := range []struct{ dir, opts string }{
 		{"/tmp", "mode=1777"},
 		{sandboxHome, "mode=0755"},
-		{"/run", "mode=0755,size=16m"},
+		// /run holds the sync helper's manifests (tens of MB for a 100k-file
+		// tree): no size of its own; like /tmp, its pages count against the
+		// sandbox's memory limit.
+		{"/run", "mode=0755"},
 	} {
 		if err := os.MkdirAll(root+t.dir, 0o755); err != nil {
 			return err

@@ -100,7 +100,9 @@ func (s *Scanner) Scan(root string, prev Manifest) (Manifest, error) {
 	if workers <= 0 {
 		workers = max(8, 4*runtime.NumCPU())
 	}
-	w := &walker{root: root, ex: s.Exclude, out: Manifest{}, sem: make(chan struct{}, workers)}
+	// Sized for the last sync's tree: growing a map of 100k entries costs
+	// more than the walk's lstats.
+	w := &walker{root: root, ex: s.Exclude, out: make(Manifest, len(prev)), sem: make(chan struct{}, workers)}
 	w.wg.Add(1)
 	w.dir("")
 	w.wg.Wait()
@@ -150,12 +152,7 @@ func (w *walker) dir(rel string) {
 	if rel != "" {
 		full = filepath.Join(w.root, filepath.FromSlash(rel))
 	}
-	f, err := os.Open(full)
-	var names []string
-	if err == nil {
-		names, err = f.Readdirnames(-1)
-		f.Close()
-	}
+	ents, err := readDir(full)
 	if err != nil {
 		<-w.sem
 		if rel != "" && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission)) {
@@ -164,44 +161,43 @@ func (w *walker) dir(rel string) {
 		w.fail(fmt.Errorf("read directory %s: %w", full, err))
 		return
 	}
-	local := make(Manifest, len(names))
+	local := make([]pathEntry, 0, len(ents))
 	var subdirs []string
-	for _, name := range names {
-		p := name
+	for _, de := range ents {
+		p := de.name
 		if rel != "" {
-			p = rel + "/" + name
+			p = rel + "/" + de.name
 		}
-		fi, err := os.Lstat(filepath.Join(full, name))
-		if err != nil {
-			continue // gone since the listing
-		}
-		e, ok := entryOf(fi)
-		if !ok {
+		isDir := de.e.Mode.IsDir()
+		if w.ex.Excluded(p, isDir) {
 			continue
 		}
-		if w.ex.Excluded(p, fi.IsDir()) {
-			continue
-		}
-		if e.isLink() {
-			if e.Link, err = os.Readlink(filepath.Join(full, name)); err != nil {
-				continue
-			}
-		}
-		local[p] = e
-		if fi.IsDir() {
+		local = append(local, pathEntry{p, de.e})
+		if isDir {
 			subdirs = append(subdirs, p)
 		}
 	}
 	<-w.sem
 	w.mu.Lock()
-	for p, e := range local {
-		w.out[p] = e
+	for _, pe := range local {
+		w.out[pe.p] = pe.e
 	}
 	w.mu.Unlock()
 	for _, d := range subdirs {
 		w.wg.Add(1)
 		go w.dir(d)
 	}
+}
+
+// dirEntry is one entry of a directory as readDir found it.
+type dirEntry struct {
+	name string
+	e    Entry
+}
+
+type pathEntry struct {
+	p string
+	e Entry
 }
 
 func (w *walker) fail(err error) {
