@@ -66,6 +66,21 @@ func helperBinary() (*os.File, error) {
 	return os.Open(exe)
 }
 
+// helperHash is the SHA-256 of the helper binary sbx would upload, "" when
+// there is none (then any helper of this protocol version is used).
+var helperHash = gosync.OnceValue(func() string {
+	f, err := helperBinary()
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	h, err := inpod.FileHash(f.Name())
+	if err != nil {
+		return ""
+	}
+	return h
+})
+
 // staticLinux checks that path is a statically linked Linux executable.
 func staticLinux(path string) error {
 	f, err := elf.Open(path)
@@ -92,12 +107,14 @@ func (s *Sandbox) uploadHelper(ctx context.Context) error {
 	}
 	defer bin.Close()
 	start := time.Now()
-	// A pod whose image has this version already keeps it (and the upload
-	// is not read).
+	// A pod that has this very build already (its image, or an earlier
+	// claim of a persistent pod) keeps it, and the upload is not read. Two
+	// uploads at once (a relay starting beside its first process) each
+	// write a file of their own and rename it into place.
 	script := `set -e; [ "$(` + helperPath + ` __inpod version 2>/dev/null)" != "$1" ] || exit 0
-mkdir -p /tmp/.sbx; chmod 700 /tmp/.sbx; cat > /tmp/.sbx/sbx.new; chmod 755 /tmp/.sbx/sbx.new; mv /tmp/.sbx/sbx.new ` + helperPath
+mkdir -p /tmp/.sbx; chmod 700 /tmp/.sbx; t=/tmp/.sbx/sbx.new.$$; cat > "$t"; chmod 755 "$t"; mv "$t" ` + helperPath
 	var errb bytes.Buffer
-	if err := s.stream(ctx, []string{"/bin/sh", "-c", script, "sbx", inpod.Version}, bin, io.Discard, &errb, nil); err != nil {
+	if err := s.stream(ctx, []string{"/bin/sh", "-c", script, "sbx", inpod.Version + " " + helperHash()}, bin, io.Discard, &errb, nil); err != nil {
 		return fmt.Errorf("upload the helper into pod %s/%s: %v %s", s.ns, s.pod, err, strings.TrimSpace(errb.String()))
 	}
 	s.p.log.Debug("uploaded the in-pod helper", "pod", s.pod, "from", bin.Name(), "took", time.Since(start))
@@ -129,7 +146,7 @@ func (s *Sandbox) helperMux(ctx context.Context) (*inpod.MuxClient, error) {
 			return nil, err
 		}
 	}
-	m, err := inpod.StartMux(ctx, raw, helperPath)
+	m, err := inpod.StartMux(ctx, raw, helperPath, helperHash())
 	if err != nil && ctx.Err() == nil {
 		// Absent, another version, or the exec failed: the pod may be gone
 		// (then the caller says so); else upload and try once more.
@@ -139,7 +156,7 @@ func (s *Sandbox) helperMux(ctx context.Context) (*inpod.MuxClient, error) {
 		if err := s.upload(ctx); err != nil {
 			return nil, err
 		}
-		m, err = inpod.StartMux(ctx, raw, helperPath)
+		m, err = inpod.StartMux(ctx, raw, helperPath, helperHash())
 	}
 	if err != nil {
 		// The pod may have gone meanwhile.

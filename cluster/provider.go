@@ -194,6 +194,14 @@ func (p *Provider) Claim(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		return nil, err
 	}
 	sb.fresh = true // a pod new to sbx: the helper goes in before the first start
+	// Upload and start the helper now, while the caller prepares its first
+	// command (the engine scans the code dirs for the first push); that
+	// command waits for it.
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		sb.helperMux(ctx)
+	}()
 	return sb, writeState(spec.StateDir, sb.state())
 }
 

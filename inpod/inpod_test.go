@@ -57,7 +57,7 @@ var env = []string{"PATH=/usr/bin:/bin"}
 func transports(t *testing.T, f func(t *testing.T, run StreamFunc)) {
 	t.Run("exec", func(t *testing.T) { f(t, local) })
 	t.Run("mux", func(t *testing.T) {
-		m, err := StartMux(context.Background(), localStream, "helper")
+		m, err := StartMux(context.Background(), localStream, "helper", SelfHash())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,7 +68,7 @@ func transports(t *testing.T, f func(t *testing.T, run StreamFunc)) {
 		}
 	})
 	t.Run("relay", func(t *testing.T) {
-		m, err := StartMux(context.Background(), localStream, "helper")
+		m, err := StartMux(context.Background(), localStream, "helper", SelfHash())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,6 +3,8 @@ package inpod
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -32,9 +34,46 @@ import (
 // exec's stream broke, the sbx on the host went away), it kills every
 // command still running: a dead session leaves nothing behind in the pod.
 
-// muxGreeting is the first line of the mux's output: it proves that the
-// binary at the helper path is this version of the helper.
-const muxGreeting = Version + " mux\n"
+// The mux's first line of output proves which helper answers: its
+// protocol version and the SHA-256 of its own executable ("sbx-inpod/1 mux
+// HASH"), so that a pod keeps a helper only when it is the very build the
+// host would upload (a persistent pod outlives sbx upgrades).
+func greeting() string { return Version + " mux " + SelfHash() + "\n" }
+
+var selfHash = gosync.OnceValue(func() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "unknown"
+	}
+	h, err := FileHash(exe)
+	if err != nil {
+		return "unknown"
+	}
+	return h
+})
+
+// SelfHash is the SHA-256 of this program's executable.
+func SelfHash() string { return selfHash() }
+
+// FileHash is the SHA-256 of a file, hex.
+func FileHash(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// greetTimeout bounds the wait for the helper's greeting: an exec that
+// started but never runs the helper must not hang the command.
+var greetTimeout = time.Minute
+
+var errSilent = errors.New("silent")
 
 // ErrNoHelper says that what answered at the helper path is not this
 // version's helper (absent, another version, or not a helper at all); the
@@ -96,7 +135,7 @@ func Mux(in io.Reader, out io.Writer) int {
 		fmt.Fprintln(os.Stderr, "sbx __inpod mux:", err)
 		return 1
 	}
-	if _, err := io.WriteString(out, muxGreeting); err != nil {
+	if _, err := io.WriteString(out, greeting()); err != nil {
 		return 1
 	}
 	sess, err := yamux.Server(pipeConn{in, out, func() error { return nil }}, yamuxConfig())
@@ -176,7 +215,7 @@ type MuxClient struct {
 // helperPath, and returns when the helper has greeted. The exec lasts until
 // Close, or until it breaks (Closed then reports true). An error wrapping
 // ErrNoHelper means the helper there is absent or of another version.
-func StartMux(ctx context.Context, run StreamFunc, helperPath string) (*MuxClient, error) {
+func StartMux(ctx context.Context, run StreamFunc, helperPath, wantHash string) (*MuxClient, error) {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	ectx, stop := context.WithCancel(context.Background())
@@ -200,22 +239,29 @@ func StartMux(ctx context.Context, run StreamFunc, helperPath string) (*MuxClien
 		switch {
 		case err != nil && line == "":
 			greeted <- err
-		case line != muxGreeting:
+		case !greetingOK(line, wantHash):
 			greeted <- fmt.Errorf("%w: it answered %q", ErrNoHelper, strings.TrimSpace(line))
 		default:
 			greeted <- nil
 		}
 	}()
 	var err error
+	greetWait := time.NewTimer(greetTimeout)
+	defer greetWait.Stop()
 	select {
 	case err = <-greeted:
 	case <-ctx.Done():
 		err = ctx.Err()
+	case <-greetWait.C:
+		err = errSilent
 	}
 	if err != nil {
 		stop()
 		inW.Close()
 		<-m.done
+		if err == errSilent {
+			return nil, fmt.Errorf("the helper's exec started but the helper did not answer within %s", greetTimeout)
+		}
 		if !errors.Is(err, ErrNoHelper) && ctx.Err() == nil {
 			// The exec ended without a greeting: a missing binary makes the
 			// runtime fail it (exit 126/127), which is no helper either.
@@ -257,6 +303,16 @@ func (m *MuxClient) waitOrStop() {
 		m.stop()
 		<-m.done
 	}
+}
+
+// greetingOK accepts this protocol version's greeting, from the build
+// whose hash is want ("" accepts any build).
+func greetingOK(line, want string) bool {
+	f := strings.Fields(line)
+	if len(f) != 3 || f[0] != Version || f[1] != "mux" || !strings.HasSuffix(line, "\n") {
+		return false
+	}
+	return want == "" || f[2] == want
 }
 
 // Closed reports whether the mux has ended.

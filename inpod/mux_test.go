@@ -21,7 +21,7 @@ import (
 
 func startMux(t *testing.T) *MuxClient {
 	t.Helper()
-	m, err := StartMux(context.Background(), localStream, "helper")
+	m, err := StartMux(context.Background(), localStream, "helper", SelfHash())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestMuxRefusesWhatIsNoHelper(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			m, err := StartMux(context.Background(), run, "helper")
+			m, err := StartMux(context.Background(), run, "helper", "")
 			if !errors.Is(err, ErrNoHelper) {
 				if m != nil {
 					m.Close()
@@ -54,6 +54,20 @@ func TestMuxRefusesWhatIsNoHelper(t *testing.T) {
 				t.Fatalf("err = %v, want ErrNoHelper", err)
 			}
 		})
+	}
+}
+
+func TestMuxWantsTheSameBuild(t *testing.T) {
+	if _, err := StartMux(context.Background(), localStream, "helper", strings.Repeat("0", 64)); !errors.Is(err, ErrNoHelper) {
+		t.Fatalf("a helper of another build: err = %v, want ErrNoHelper", err)
+	}
+	m, err := StartMux(context.Background(), localStream, "helper", "")
+	if err != nil {
+		t.Fatalf("any build of this protocol: %v", err)
+	}
+	m.Close()
+	if len(SelfHash()) != 64 {
+		t.Fatalf("SelfHash = %q", SelfHash())
 	}
 }
 
@@ -68,7 +82,7 @@ func TestMuxRunsOnlyHelperCalls(t *testing.T) {
 		t.Fatal("a call that is not the helper's was accepted")
 	}
 	out.Reset()
-	if err := m.Run(context.Background(), []string{"helper", "__inpod", "version"}, nil, &out); err != nil || out.String() != Version+"\n" {
+	if err := m.Run(context.Background(), []string{"helper", "__inpod", "version"}, nil, &out); err != nil || out.String() != Version+" "+SelfHash()+"\n" {
 		t.Fatalf("version: %v %q", err, out.String())
 	}
 }
@@ -127,7 +141,7 @@ func TestMuxStreamsAreIndependent(t *testing.T) {
 }
 
 func TestMuxEndKillsWhatRuns(t *testing.T) {
-	m, err := StartMux(context.Background(), localStream, "helper")
+	m, err := StartMux(context.Background(), localStream, "helper", SelfHash())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +205,7 @@ func TestRelayStatusAndRefusals(t *testing.T) {
 		t.Fatalf("status: %q %v", why, err)
 	}
 	var out bytes.Buffer
-	if err := RelayRun(path)(context.Background(), []string{"helper", "__inpod", "version"}, nil, &out); err != nil || out.String() != Version+"\n" {
+	if err := RelayRun(path)(context.Background(), []string{"helper", "__inpod", "version"}, nil, &out); err != nil || out.String() != Version+" "+SelfHash()+"\n" {
 		t.Fatalf("version through the relay: %v %q", err, out.String())
 	}
 	// Only helper calls pass; anything else ends the connection unanswered.
@@ -217,5 +231,19 @@ func TestRelayStatusAndRefusals(t *testing.T) {
 	}
 	if _, err := RelayStatus(filepath.Join(t.TempDir(), "none.sock"), time.Second); err == nil {
 		t.Fatal("status of no relay succeeded")
+	}
+}
+
+func TestMuxStartGivesUpOnASilentExec(t *testing.T) {
+	defer func(d time.Duration) { greetTimeout = d }(greetTimeout)
+	greetTimeout = 300 * time.Millisecond
+	silent := func(ctx context.Context, argv []string, stdin io.Reader, stdout io.Writer) error {
+		<-ctx.Done() // an exec that started and never runs the helper
+		return ctx.Err()
+	}
+	start := time.Now()
+	_, err := StartMux(context.Background(), silent, "helper", "")
+	if err == nil || errors.Is(err, ErrNoHelper) || !strings.Contains(err.Error(), "did not answer") || time.Since(start) > 5*time.Second {
+		t.Fatalf("err = %v after %s", err, time.Since(start))
 	}
 }

@@ -29,7 +29,7 @@ func Main() {
 	args := os.Args[2:]
 	switch {
 	case len(args) == 1 && args[0] == "version":
-		fmt.Println(Version)
+		fmt.Println(Version, SelfHash())
 		os.Exit(0)
 	case len(args) == 1 && args[0] == "serve":
 		os.Exit(Serve(os.Stdin, os.Stdout))
