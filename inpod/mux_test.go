@@ -247,3 +247,36 @@ func TestMuxStartGivesUpOnASilentExec(t *testing.T) {
 		t.Fatalf("err = %v after %s", err, time.Since(start))
 	}
 }
+
+// timedWriter records when the first byte arrived.
+type timedWriter struct {
+	mu    gosync.Mutex
+	first time.Time
+	buf   bytes.Buffer
+}
+
+func (w *timedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.first.IsZero() {
+		w.first = time.Now()
+	}
+	return w.buf.Write(p)
+}
+
+// Output streams as it is written (within the frame writer's short delay),
+// not when the command ends.
+func TestOutputStreamsLive(t *testing.T) {
+	transports(t, func(t *testing.T, run StreamFunc) {
+		var w timedWriter
+		start := time.Now()
+		res, err := Exec(context.Background(), run, "helper", &sandbox.Cmd{
+			Argv: []string{"sh", "-c", "echo first; sleep 1; echo second"}, Env: env, Stdout: &w})
+		if err != nil || res.ExitCode != 0 || w.buf.String() != "first\nsecond\n" {
+			t.Fatalf("%+v %v %q", res, err, w.buf.String())
+		}
+		if d := w.first.Sub(start); d > 700*time.Millisecond {
+			t.Fatalf("the first line arrived after %s, with the command's end", d)
+		}
+	})
+}
