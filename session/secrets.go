@@ -58,15 +58,21 @@ func statSig(p string) string {
 // allowlisted global config into the sandbox's home (once per process) and
 // each code dir's allowlisted .git/config (when it changed on the host, or
 // not installed yet by this process): no command of its own. A config that
-// cannot be read gives the sandbox an empty one. What a config renders to is cached in the state dir by the file's
-// stat signature, so a later process of a kept session runs no git to
-// write the same again.
+// cannot be read gives the sandbox an empty one. What a config renders to
+// is cached in the state dir by the file's stat signature, so a later
+// process of a kept session runs no git to write the same again.
 func (s *Session) installGitConfig(ctx context.Context) {
 	if s.gitcfg.repo == nil {
 		s.gitcfg.repo = map[string]string{}
 	}
-	cache := s.loadRenderCache()
+	// The cache is read only when something is to be rendered (not on every
+	// command) and written only when a render missed it.
+	var cache map[string]string
+	missed := false
 	render := func(src, sig string, read func() ([]hostenv.KV, error), filter func([]hostenv.KV) ([]hostenv.KV, []string)) string {
+		if cache == nil {
+			cache = s.loadRenderCache()
+		}
 		if text, ok := cache[src+"\x00"+sig]; ok {
 			return text
 		}
@@ -89,6 +95,7 @@ func (s *Session) installGitConfig(ctx context.Context) {
 			}
 		}
 		cache[src+"\x00"+sig] = text
+		missed = true
 		return text
 	}
 	var files []pendingFile
@@ -114,8 +121,9 @@ func (s *Session) installGitConfig(ctx context.Context) {
 		// A repository without its config would be wrong: required.
 		files = append(files, pendingFile{HelperFile: sbxsync.HelperFile{Path: src, Content: []byte(text), Required: true}, dir: d, sig: sig})
 	}
-	if len(files) > 0 {
-		s.saveRenderCache(cache)
+	if missed {
+		// Best effort: without it a later process renders again.
+		writeJSONFile(filepath.Join(s.dir, "gitconfig.json"), cache)
 	}
 	s.mu.Lock()
 	s.pendingGit = files
@@ -148,25 +156,15 @@ func (s *Session) gitConfigSent(files []pendingFile, failed []string) {
 	}
 }
 
-// The render cache: state-dir/gitconfig.json, source + signature -> text.
-// It holds only allowlisted keys, already filtered.
+// The render cache: state-dir/gitconfig.json, source + signature -> text
+// (written by writeJSONFile). It holds only allowlisted keys, already
+// filtered.
 func (s *Session) loadRenderCache() map[string]string {
 	m := map[string]string{}
 	if b, err := os.ReadFile(filepath.Join(s.dir, "gitconfig.json")); err == nil {
 		json.Unmarshal(b, &m)
 	}
 	return m
-}
-
-func (s *Session) saveRenderCache(m map[string]string) {
-	b, err := json.Marshal(m)
-	if err != nil {
-		return
-	}
-	tmp := filepath.Join(s.dir, "gitconfig.json.tmp")
-	if os.WriteFile(tmp, b, 0o600) == nil {
-		os.Rename(tmp, filepath.Join(s.dir, "gitconfig.json"))
-	}
 }
 
 const sandboxHome = "/home/sbx"
