@@ -100,17 +100,16 @@ func (s *Session) runOnHost(ctx context.Context, sb sandbox.Sandbox, d router.De
 
 // stubFiles are the host-command stubs, for the first round trip of a new
 // sandbox to write (sync.HelperFile): no command of their own.
-func (s *Session) stubFiles() []pendingFile {
+func (s *Session) stubFiles() []sbxsync.HelperFile {
 	stubs := router.StubScripts(s.params.HostCommands)
 	names := make([]string, 0, len(stubs))
 	for n := range stubs {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	var files []pendingFile
+	var files []sbxsync.HelperFile
 	for _, name := range names {
-		files = append(files, pendingFile{HelperFile: sbxsync.HelperFile{
-			Path: StubDir + "/" + name, Content: []byte(stubs[name]), Exec: true, Required: true}})
+		files = append(files, sbxsync.HelperFile{Path: StubDir + "/" + name, Content: []byte(stubs[name]), Exec: true, Required: true})
 	}
 	return files
 }

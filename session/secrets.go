@@ -142,11 +142,9 @@ type pendingFile struct {
 // failing the round trip) are reported.
 func (s *Session) gitConfigSent(files []pendingFile, failed []string) {
 	for _, f := range files {
-		switch {
-		case f.Exec: // a stub, not git config
-		case f.dir == "":
+		if f.dir == "" {
 			s.gitcfg.global = true
-		default:
+		} else {
 			s.gitcfg.repo[f.dir] = f.sig
 		}
 	}

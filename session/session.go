@@ -91,7 +91,7 @@ type Session struct {
 	// pendingGit goes into the sandbox with the next round trip, and stubs
 	// with the first one of a new sandbox.
 	pendingGit []pendingFile
-	stubs      []pendingFile
+	stubs      []sbxsync.HelperFile
 	jobs       map[*Job]context.CancelFunc
 
 	warnedRefused bool
@@ -394,9 +394,10 @@ func (s *Session) roundTrip(ctx context.Context, sb sandbox.Sandbox, cmd *sandbo
 		return sandbox.Result{}, rep, fmt.Errorf("%w: %v", ErrSync, err)
 	}
 	s.mu.Lock()
-	files := append(append([]pendingFile(nil), s.stubs...), s.pendingGit...)
+	stubs, git := s.stubs, s.pendingGit
 	s.mu.Unlock()
-	for _, f := range files {
+	round.Request.Files = append(round.Request.Files, stubs...)
+	for _, f := range git {
 		round.Request.Files = append(round.Request.Files, f.HelperFile)
 	}
 	req, err := json.Marshal(round.Request)
@@ -432,10 +433,10 @@ func (s *Session) roundTrip(ctx context.Context, sb sandbox.Sandbox, cmd *sandbo
 	if err := json.Unmarshal(res.SyncReply, &reply); err != nil {
 		return res, rep, fmt.Errorf("%w: bad sync reply: %v", ErrSync, err)
 	}
-	if len(files) > 0 {
+	if len(round.Request.Files) > 0 {
 		s.mu.Lock() // round trips are serialized by s.run
 		s.pendingGit, s.stubs = nil, nil
-		s.gitConfigSent(files, reply.FileErrors)
+		s.gitConfigSent(git, reply.FileErrors)
 		s.mu.Unlock()
 	}
 	frep, ferr := round.Finish(reply)
