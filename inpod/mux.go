@@ -328,28 +328,20 @@ func (m *MuxClient) Close() error {
 // Run is a StreamFunc that runs a helper call (argv is helperPath, "__inpod",
 // sub-command...) as a stream of the mux instead of an exec of its own.
 func (m *MuxClient) Run(ctx context.Context, argv []string, stdin io.Reader, stdout io.Writer) error {
-	if len(argv) < 3 || argv[1] != "__inpod" {
-		return fmt.Errorf("mux: not a helper call: %q", argv)
+	line, err := helperLine(argv)
+	if err != nil {
+		return err
 	}
 	st, err := m.sess.OpenStream()
 	if err != nil {
 		return fmt.Errorf("open a stream on the helper's exec: %w", err)
 	}
 	defer st.Close()
-	if _, err := io.WriteString(st, strings.Join(argv[2:], " ")+"\n"); err != nil {
-		return fmt.Errorf("write to the helper's exec: %w", err)
-	}
-	go func() {
-		if stdin != nil {
-			io.Copy(st, stdin)
-		}
-		st.Close() // half-close: the helper sees the end of its input
-	}()
 	// A cancelled call stops reading at once; the command itself is killed
 	// by the caller (inpod.Exec sends "kill ID" on another stream).
 	stopAfter := context.AfterFunc(ctx, func() { st.SetReadDeadline(time.Now()) })
 	defer stopAfter()
-	_, err = io.Copy(stdout, st)
+	err = converse(st, st.Close, line, stdin, stdout)
 	if err != nil && ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -357,5 +349,34 @@ func (m *MuxClient) Run(ctx context.Context, argv []string, stdin io.Reader, std
 		<-m.done
 		return fmt.Errorf("the helper's exec ended: %v", m.err)
 	}
+	if err != nil {
+		return fmt.Errorf("the helper's exec: %w", err)
+	}
+	return nil
+}
+
+// helperLine is a stream's first line for a helper call (argv is
+// helperPath, "__inpod", sub-command...).
+func helperLine(argv []string) (string, error) {
+	if len(argv) < 3 || argv[1] != "__inpod" {
+		return "", fmt.Errorf("not a helper call: %q", argv)
+	}
+	return strings.Join(argv[2:], " "), nil
+}
+
+// converse is one helper call over a byte stream: the request line, then
+// stdin (the stream half-closed by closeWrite at its end), while what comes
+// back goes to stdout until the other side ends.
+func converse(rw io.ReadWriter, closeWrite func() error, line string, stdin io.Reader, stdout io.Writer) error {
+	if _, err := io.WriteString(rw, line+"\n"); err != nil {
+		return err
+	}
+	go func() {
+		if stdin != nil {
+			io.Copy(rw, stdin)
+		}
+		closeWrite() // the other side sees the end of its input
+	}()
+	_, err := io.Copy(stdout, rw)
 	return err
 }

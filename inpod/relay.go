@@ -80,14 +80,8 @@ func serveRelayConn(c net.Conn, h RelayHooks) {
 			return
 		}
 		defer st.Close()
-		if _, err := io.WriteString(st, rest+"\n"); err != nil {
-			return
-		}
-		go func() {
-			io.Copy(st, c)
-			st.Close()
-		}()
-		io.Copy(c, st)
+		// The caller's connection is the call's stdin and stdout.
+		converse(st, st.Close, rest, c, c)
 		if cw, ok := c.(interface{ CloseWrite() error }); ok {
 			cw.CloseWrite()
 		}
@@ -124,8 +118,9 @@ func RelayStatus(path string, timeout time.Duration) (string, error) {
 // path.
 func RelayRun(path string) StreamFunc {
 	return func(ctx context.Context, argv []string, stdin io.Reader, stdout io.Writer) error {
-		if len(argv) < 3 || argv[1] != "__inpod" {
-			return fmt.Errorf("relay: not a helper call: %q", argv)
+		line, err := helperLine(argv)
+		if err != nil {
+			return err
 		}
 		var d net.Dialer
 		c, err := d.DialContext(ctx, "unix", path)
@@ -135,19 +130,13 @@ func RelayRun(path string) StreamFunc {
 		defer c.Close()
 		stop := context.AfterFunc(ctx, func() { c.Close() })
 		defer stop()
-		if _, err := io.WriteString(c, "call "+strings.Join(argv[2:], " ")+"\n"); err != nil {
-			return fmt.Errorf("write to the session's relay: %w", err)
-		}
-		go func() {
-			if stdin != nil {
-				io.Copy(c, stdin)
-			}
-			c.(*net.UnixConn).CloseWrite()
-		}()
-		_, err = io.Copy(stdout, c)
+		err = converse(c, c.(*net.UnixConn).CloseWrite, "call "+line, stdin, stdout)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return err
+		if err != nil {
+			return fmt.Errorf("the session's relay: %w", err)
+		}
+		return nil
 	}
 }
