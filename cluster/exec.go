@@ -146,13 +146,14 @@ func (s *Sandbox) Exec(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, e
 		}
 		s.p.log.Warn("renew claim", "claim", s.claim, "err", err)
 	}
-	dir := cmd.Dir
-	if dir == "" {
-		dir = "/"
+	if cmd.Dir == "" {
+		c := *cmd
+		c.Dir = "/" // pods/exec has no directory of its own to default to
+		cmd = &c
 	}
 	if cmd.TTY != nil {
 		start := time.Now()
-		argv := append([]string{"/bin/sh", "-c", ttyScript, "sbx", dir}, cmd.Env...)
+		argv := append([]string{"/bin/sh", "-c", ttyScript, "sbx", cmd.Dir}, cmd.Env...)
 		argv = append(argv, cmd.Argv...)
 		err := s.stream(ctx, argv, cmd.Stdin, cmd.Stdout, nil, cmd.TTY)
 		return s.result(ctx, err, start, false)
@@ -161,17 +162,17 @@ func (s *Sandbox) Exec(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, e
 	if cmd.Sync == nil && errors.Is(err, errNoHelperBinary) {
 		// No helper to upload (a dynamically linked sbx and no sbx-inpod):
 		// a command without a sync can still run, one exec each.
-		return s.execWrapper(ctx, cmd, dir)
+		return s.execWrapper(ctx, cmd)
 	}
 	return res, err
 }
 
 // execWrapper runs cmd with one exec of wrapperScript.
-func (s *Sandbox) execWrapper(ctx context.Context, cmd *sandbox.Cmd, dir string) (sandbox.Result, error) {
+func (s *Sandbox) execWrapper(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, error) {
 	start := time.Now()
 	id, mark := randomID(), randomID()
 	merge := cmd.Stdout != nil && cmd.Stdout == cmd.Stderr
-	argv := []string{"/bin/sh", "-c", wrapperScript, "sbx", id, dir, boolArg(merge), mark}
+	argv := []string{"/bin/sh", "-c", wrapperScript, "sbx", id, cmd.Dir, boolArg(merge), mark}
 	argv = append(argv, cmd.Env...)
 	argv = append(argv, cmd.Argv...)
 	out := newFd3Splitter(orDiscard(cmd.Stdout), "\x1e"+mark+"\x1e")

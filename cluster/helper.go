@@ -204,11 +204,6 @@ func (s *Sandbox) closeMux() {
 
 // execHelper runs cmd as one round trip through the in-pod helper.
 func (s *Sandbox) execHelper(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, error) {
-	if cmd.Dir == "" {
-		c := *cmd
-		c.Dir = "/"
-		cmd = &c
-	}
 	if s.relay != "" {
 		return s.execRelay(ctx, cmd)
 	}
