@@ -113,29 +113,21 @@ func TestExampleCodex(t *testing.T) {
 }
 
 func TestExampleCursor(t *testing.T) {
-	var cfg struct {
-		MCPServers map[string]serverEntry `json:"mcpServers"`
-	}
-	raw, err := os.ReadFile("../../examples/cursor/.cursor/mcp.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	e := newEnv(t)
-	s := cfg.MCPServers["sbx"]
-	for i, a := range s.Args {
-		s.Args[i] = strings.ReplaceAll(a, "${workspaceFolder}", e.code)
-	}
-	e.start(t, s, "/") // Cursor may start servers anywhere: the flag decides
+	// Cursor may start servers anywhere: the flag decides.
+	startExample(t, "../../examples/cursor/.cursor/mcp.json", "${workspaceFolder}")
 }
 
 func TestExampleWindsurf(t *testing.T) {
+	startExample(t, "../../examples/windsurf/mcp_config.json", "/absolute/path/to/your/project")
+}
+
+// startExample starts the "sbx" server of an mcpServers JSON config, with
+// placeholder in its arguments replaced by the test's code dir, from /.
+func startExample(t *testing.T, path, placeholder string) {
 	var cfg struct {
 		MCPServers map[string]serverEntry `json:"mcpServers"`
 	}
-	raw, err := os.ReadFile("../../examples/windsurf/mcp_config.json")
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +137,7 @@ func TestExampleWindsurf(t *testing.T) {
 	e := newEnv(t)
 	s := cfg.MCPServers["sbx"]
 	for i, a := range s.Args {
-		s.Args[i] = strings.ReplaceAll(a, "/absolute/path/to/your/project", e.code)
+		s.Args[i] = strings.ReplaceAll(a, placeholder, e.code)
 	}
 	e.start(t, s, "/")
 }

@@ -176,6 +176,17 @@ func clientOptions(c *client) *mcp.ClientOptions {
 	}}
 }
 
+// checkStderr fails the test when sbx-mcp reported a data race, and shows
+// its stderr when the test failed.
+func checkStderr(t *testing.T, stderr *lockedBuffer) {
+	if strings.Contains(stderr.String(), "DATA RACE") {
+		t.Error("sbx-mcp reported a data race")
+	}
+	if t.Failed() {
+		t.Logf("sbx-mcp stderr:\n%s", stderr)
+	}
+}
+
 // stdio starts sbx-mcp in the code dir and connects to it.
 func (e *env) stdio(args ...string) *client {
 	e.t.Helper()
@@ -193,12 +204,7 @@ func (e *env) stdio(args ...string) *client {
 	c.cs = cs
 	e.t.Cleanup(func() {
 		cs.Close()
-		if strings.Contains(c.stderr.String(), "DATA RACE") {
-			e.t.Error("sbx-mcp reported a data race")
-		}
-		if e.t.Failed() {
-			e.t.Logf("sbx-mcp stderr:\n%s", c.stderr)
-		}
+		checkStderr(e.t, c.stderr)
 	})
 	return c
 }
@@ -256,12 +262,7 @@ func (e *env) http(token string, args ...string) *server {
 			e.t.Errorf("sbx-mcp --http did not stop on SIGTERM")
 		}
 		pw.Close()
-		if strings.Contains(s.stderr.String(), "DATA RACE") {
-			e.t.Error("sbx-mcp reported a data race")
-		}
-		if e.t.Failed() {
-			e.t.Logf("sbx-mcp stderr:\n%s", s.stderr)
-		}
+		checkStderr(e.t, s.stderr)
 	})
 	return s
 }
