@@ -311,27 +311,39 @@ func (e *entry) takeJobs() []*job {
 	return jobs
 }
 
-// release stops the background jobs (their changes come back as they end),
-// then releases the sandbox. The next call opens a new session.
-func (e *entry) release(ctx context.Context, why string) error {
+// detach takes the entry's session away and stops its background jobs
+// (their changes come back as they end). The next call opens a new session.
+func (e *entry) detach() *session.Session {
 	e.mu.Lock()
 	s := e.sess
 	e.sess = nil
 	jobs := e.takeJobs()
 	e.mu.Unlock()
 	stopJobs(jobs)
+	return s
+}
+
+// release detaches the session and releases its sandbox.
+func (e *entry) release(ctx context.Context, why string) error {
+	s := e.detach()
 	if s == nil {
 		return nil
 	}
-	if why == "shutdown" && s.Info().Keep {
-		// A kept session (persistent cluster claims) outlives this server:
-		// the next one with the same session name reattaches.
-		err := s.Close(ctx)
-		e.p.log.Info("session kept", "session", e.name, "err", err)
-		return err
-	}
 	err := s.Release(ctx)
 	e.p.log.Info("session released", "session", e.name, "why", why, "err", err)
+	return err
+}
+
+// close detaches the session and closes it as the server shuts down:
+// Session.Close keeps a kept one (persistent cluster claims; the next
+// server with the same session name reattaches) and releases the others.
+func (e *entry) close(ctx context.Context) error {
+	s := e.detach()
+	if s == nil {
+		return nil
+	}
+	err := s.Close(ctx)
+	e.p.log.Info("session closed", "session", e.name, "kept", s.Info().Keep, "err", err)
 	return err
 }
 
@@ -380,7 +392,7 @@ func (p *Sessions) Close(ctx context.Context) error {
 			e.mu.Lock()
 			e.gone = true
 			e.mu.Unlock()
-			errs[i] = e.release(ctx, "shutdown")
+			errs[i] = e.close(ctx)
 		}()
 	}
 	wg.Wait()
