@@ -74,7 +74,7 @@ var helperHash = gosync.OnceValue(func() string {
 		return ""
 	}
 	defer f.Close()
-	h, err := inpod.FileHash(f.Name())
+	h, err := inpod.Hash(f)
 	if err != nil {
 		return ""
 	}
@@ -96,28 +96,6 @@ func staticLinux(path string) error {
 			return errors.New("dynamically linked (build it with CGO_ENABLED=0)")
 		}
 	}
-	return nil
-}
-
-// uploadHelper copies the helper into the pod.
-func (s *Sandbox) uploadHelper(ctx context.Context) error {
-	bin, err := helperBinary()
-	if err != nil {
-		return fmt.Errorf("%w: %v", errNoHelperBinary, err)
-	}
-	defer bin.Close()
-	start := time.Now()
-	// A pod that has this very build already (its image, or an earlier
-	// claim of a persistent pod) keeps it, and the upload is not read. Two
-	// uploads at once (a relay starting beside its first process) each
-	// write a file of their own and rename it into place.
-	script := `set -e; [ "$(` + helperPath + ` __inpod version 2>/dev/null)" != "$1" ] || exit 0
-mkdir -p /tmp/.sbx; chmod 700 /tmp/.sbx; t=/tmp/.sbx/sbx.new.$$; cat > "$t"; chmod 755 "$t"; mv "$t" ` + helperPath
-	var errb bytes.Buffer
-	if err := s.stream(ctx, []string{"/bin/sh", "-c", script, "sbx", inpod.Version + " " + helperHash()}, bin, io.Discard, &errb, nil); err != nil {
-		return fmt.Errorf("upload the helper into pod %s/%s: %v %s", s.ns, s.pod, err, strings.TrimSpace(errb.String()))
-	}
-	s.p.log.Debug("uploaded the in-pod helper", "pod", s.pod, "from", bin.Name(), "took", time.Since(start))
 	return nil
 }
 
@@ -172,19 +150,32 @@ func (s *Sandbox) helperMux(ctx context.Context) (*inpod.MuxClient, error) {
 	return m, nil
 }
 
-// upload uploads the helper; when that fails it remembers that sbx has no
-// helper to upload, or says the pod is gone. Called with muxMu held.
+// upload copies the helper into the pod. When sbx has no helper to
+// upload it remembers that; when the upload fails because the pod is gone
+// it says so. Called with muxMu held.
 func (s *Sandbox) upload(ctx context.Context) error {
-	err := s.uploadHelper(ctx)
-	if err == nil {
-		return nil
+	bin, err := helperBinary()
+	if err != nil {
+		s.noHelper = fmt.Errorf("%w: %v", errNoHelperBinary, err)
+		return s.noHelper
 	}
-	if errors.Is(err, errNoHelperBinary) {
-		s.noHelper = err
-	} else if lost := s.lost(ctx, err, false); lost != nil {
-		return lost
+	defer bin.Close()
+	start := time.Now()
+	// A pod that has this very build already (its image, or an earlier
+	// claim of a persistent pod) keeps it, and the upload is not read. Two
+	// uploads at once (a relay starting beside its first process) each
+	// write a file of their own and rename it into place.
+	script := `set -e; [ "$(` + helperPath + ` __inpod version 2>/dev/null)" != "$1" ] || exit 0
+mkdir -p /tmp/.sbx; chmod 700 /tmp/.sbx; t=/tmp/.sbx/sbx.new.$$; cat > "$t"; chmod 755 "$t"; mv "$t" ` + helperPath
+	var errb bytes.Buffer
+	if err := s.stream(ctx, []string{"/bin/sh", "-c", script, "sbx", inpod.Version + " " + helperHash()}, bin, io.Discard, &errb, nil); err != nil {
+		if lost := s.lost(ctx, err, false); lost != nil {
+			return lost
+		}
+		return fmt.Errorf("upload the helper into pod %s/%s: %v %s", s.ns, s.pod, err, strings.TrimSpace(errb.String()))
 	}
-	return err
+	s.p.log.Debug("uploaded the in-pod helper", "pod", s.pod, "from", bin.Name(), "took", time.Since(start))
+	return nil
 }
 
 // closeMux ends the long-lived exec, if any.

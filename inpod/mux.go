@@ -45,7 +45,12 @@ var selfHash = gosync.OnceValue(func() string {
 	if err != nil {
 		return "unknown"
 	}
-	h, err := FileHash(exe)
+	f, err := os.Open(exe)
+	if err != nil {
+		return "unknown"
+	}
+	defer f.Close()
+	h, err := Hash(f)
 	if err != nil {
 		return "unknown"
 	}
@@ -55,15 +60,10 @@ var selfHash = gosync.OnceValue(func() string {
 // SelfHash is the SHA-256 of this program's executable.
 func SelfHash() string { return selfHash() }
 
-// FileHash is the SHA-256 of a file, hex.
-func FileHash(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
+// Hash is the SHA-256 of what r holds, hex.
+func Hash(r io.Reader) (string, error) {
 	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
+	if _, err := io.Copy(h, r); err != nil {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
