@@ -141,11 +141,14 @@ func runRelay(stateDir string, log *slog.Logger) error {
 	go inpod.ServeRelay(ln, inpod.RelayHooks{
 		Mux:  s.helperMux,
 		Gone: s.goneReason,
+		// As Exec does for a command of its own: renew at its start and
+		// while it runs.
 		Called: func() func() {
 			active.Add(1)
 			last.Store(time.Now().UnixNano())
 			go s.Renew(ctx)
-			return func() { active.Add(-1); last.Store(time.Now().UnixNano()) }
+			stopRenew := s.renewWhile(ctx)
+			return func() { stopRenew(); active.Add(-1); last.Store(time.Now().UnixNano()) }
 		},
 	})
 	log.Info("relay serving", "claim", s.claim, "pod", s.pod, "socket", path)
@@ -160,13 +163,7 @@ func runRelay(stateDir string, log *slog.Logger) error {
 			log.Info("relay ends: the session no longer uses this claim")
 			break
 		}
-		if active.Load() > 0 {
-			if err := s.Renew(ctx); err != nil {
-				log.Warn("renew", "err", err)
-			}
-			continue
-		}
-		if time.Since(time.Unix(0, last.Load())) > s.ttl {
+		if active.Load() == 0 && time.Since(time.Unix(0, last.Load())) > s.ttl {
 			log.Info("relay ends: idle", "for", s.ttl)
 			break
 		}
