@@ -300,6 +300,13 @@ func TestSpawnRunsBesideCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The job's output streams while it runs (waiting for it also makes sure
+	// the job is running, not just spawned, when the rest begins).
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), "started"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("job output: %q", out.String())
+		}
+	}
 	// A foreground command runs while the job does.
 	if o, _ := sh(t, s, "echo fg"); !strings.Contains(o, "fg") {
 		t.Fatal("foreground command blocked by a background job")
