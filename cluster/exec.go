@@ -99,7 +99,7 @@ exec 4<&-
 wait $pid; rc=$?
 sbx_kill $pid ""
 printf '\036%s\036' "$mark"
-[ -s "$f.fd3" ] && cat "$f.fd3"
+[ -s "$f.fd3" ] && head -c 4098 "$f.fd3"
 rm -f "$f.fd3" "$f.pid"
 exit $rc`
 
@@ -413,7 +413,9 @@ func (q *sizeQueue) Next() *remotecommand.TerminalSize {
 
 // fd3Splitter passes a stream through to w until a marker, and keeps what
 // follows the marker (the trailer) apart. It holds back only as many bytes
-// as could be the start of the marker.
+// as could be the start of the marker, and keeps at most
+// sandbox.MaxFd3+1 bytes of the trailer (the wrapper sends no more, but the
+// pod chooses what the stream carries): past them it discards.
 type fd3Splitter struct {
 	w       io.Writer
 	mark    []byte
@@ -426,16 +428,23 @@ func newFd3Splitter(w io.Writer, mark string) *fd3Splitter {
 	return &fd3Splitter{w: w, mark: []byte(mark)}
 }
 
+// keep adds p to the trailer, up to its bound.
+func (f *fd3Splitter) keep(p []byte) {
+	if room := sandbox.MaxFd3 + 1 - f.trailer.Len(); room > 0 {
+		f.trailer.Write(p[:min(room, len(p))])
+	}
+}
+
 func (f *fd3Splitter) Write(p []byte) (int, error) {
 	if f.found {
-		f.trailer.Write(p)
+		f.keep(p)
 		return len(p), nil
 	}
 	data := append(f.held, p...)
 	if i := bytes.Index(data, f.mark); i >= 0 {
 		f.found = true
 		f.held = nil
-		f.trailer.Write(data[i+len(f.mark):])
+		f.keep(data[i+len(f.mark):])
 		if _, err := f.w.Write(data[:i]); err != nil {
 			return 0, err
 		}

@@ -59,7 +59,12 @@ func Exec(ctx context.Context, run StreamFunc, helperPath string, cmd *sandbox.C
 		if cmd.Sync != nil {
 			pull = cmd.Sync.Pull
 		}
-		e, err := readFrames(outR, orDiscard(cmd.Stdout), orDiscard(cmd.Stderr), cmd.Fd3, pull)
+		var fd3 io.Writer
+		if cmd.Fd3 != nil {
+			// The helper caps fd 3 too, but it runs in the sandbox.
+			fd3 = sandbox.Fd3Writer(cmd.Fd3)
+		}
+		e, err := readFrames(outR, orDiscard(cmd.Stdout), orDiscard(cmd.Stderr), fd3, pull)
 		io.Copy(io.Discard, outR)
 		frames <- result{e, err}
 	}()

@@ -235,7 +235,7 @@ func StartMux(ctx context.Context, run StreamFunc, helperPath, wantHash string) 
 	br := bufio.NewReaderSize(outR, 64<<10)
 	greeted := make(chan error, 1)
 	go func() {
-		line, err := br.ReadString('\n')
+		line, err := readGreeting(br)
 		switch {
 		case err != nil && line == "":
 			greeted <- err
@@ -258,6 +258,7 @@ func StartMux(ctx context.Context, run StreamFunc, helperPath, wantHash string) 
 	if err != nil {
 		stop()
 		inW.Close()
+		outR.Close() // what the pod still sends is not read
 		<-m.done
 		if err == errSilent {
 			return nil, fmt.Errorf("the helper's exec started but the helper did not answer within %s", greetTimeout)
@@ -303,6 +304,27 @@ func (m *MuxClient) waitOrStop() {
 		m.stop()
 		<-m.done
 	}
+}
+
+// maxGreeting bounds the greeting line the host reads from the pod: a
+// protocol name, "mux" and a hex SHA-256 fit in well under it. Past it the
+// answer is no helper, and nothing more is read.
+const maxGreeting = 256
+
+// readGreeting reads the greeting line, at most maxGreeting bytes of it.
+func readGreeting(br *bufio.Reader) (string, error) {
+	var b []byte
+	for len(b) < maxGreeting {
+		c, err := br.ReadByte()
+		if err != nil {
+			return string(b), err
+		}
+		b = append(b, c)
+		if c == '\n' {
+			return string(b), nil
+		}
+	}
+	return string(b), nil // no newline: greetingOK refuses it
 }
 
 // greetingOK accepts this protocol version's greeting, from the build

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sbx-sh/sbx/sandbox"
 	sbxsync "github.com/sbx-sh/sbx/sync"
 )
 
@@ -135,7 +136,9 @@ func Serve(in io.Reader, out io.Writer) int {
 	if fd3r != nil {
 		cmd.ExtraFiles[0].Close()
 		go func() {
-			io.Copy(stream{fw, frameFd3}, fd3r)
+			// Past the bound it is drained: nothing more crosses to the
+			// host.
+			io.Copy(sandbox.Fd3Writer(stream{fw, frameFd3}), fd3r)
 			close(fd3done)
 		}()
 	} else {

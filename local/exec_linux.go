@@ -105,7 +105,9 @@ func (b *box) Exec(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, error
 		}
 	}
 	if cmd.Fd3 != nil {
-		if err := output("fd3", cmd.Fd3); err != nil {
+		// Never a file passed through: the host reads the report itself and
+		// keeps at most sandbox.MaxFd3+1 bytes of it.
+		if err := output("fd3", sandbox.Fd3Writer(cmd.Fd3)); err != nil {
 			return sandbox.Result{}, err
 		}
 	}

@@ -46,6 +46,28 @@ type state struct {
 	Socket    string   `json:"socket"`
 	Cgroups   []string `json:"cgroups,omitempty"`
 	Started   string   `json:"started"`
+	// HostUID and HostGID are what the sandbox's uid and gid 1000 are on
+	// the host; IDSource says where they came from.
+	HostUID  int    `json:"host_uid"`
+	HostGID  int    `json:"host_gid"`
+	IDSource string `json:"id_source,omitempty"`
+	// CgroupNote says why there is no cgroup (limits are rlimits then).
+	CgroupNote string `json:"cgroup_note,omitempty"`
+}
+
+// within reports whether p is dir or below it (both clean and absolute).
+func within(dir, p string) bool {
+	rel, err := filepath.Rel(filepath.Clean(dir), filepath.Clean(p))
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../") && !filepath.IsAbs(rel)
+}
+
+// mountSources are the host paths bound into the sandbox.
+func mountSources(ms []sandbox.Mount) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.Source)
+	}
+	return out
 }
 
 const stateFile = "local.json"
@@ -100,11 +122,34 @@ func (p *Provider) Claim(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	if net == "" {
 		net = sandbox.NetworkNone
 	}
+	ids, err := allocHostIDs()
+	if err != nil {
+		return nil, fmt.Errorf("choose the sandbox's host uid: %w", err)
+	}
+	if ids.lock != nil {
+		// The init inherits the slot's lock; this copy is not needed once
+		// it runs.
+		defer ids.lock.Close()
+	}
+	if ids.UID != os.Geteuid() {
+		// The sandbox runs as another host uid than sbx: give it what it
+		// must read and write, the workspaces and the copies of the sync
+		// paths. Only what lies in the session's state dir is sbx's to
+		// give; a mount from elsewhere keeps its owner.
+		for _, d := range mountSources(spec.Mounts) {
+			if !within(spec.StateDir, d) {
+				continue
+			}
+			if err := chownTree(d, ids); err != nil {
+				return nil, err
+			}
+		}
+	}
 	cg, cgErr := newCgroups(filepath.Base(spec.StateDir), spec.Limits)
 	cfg := initConfig{
 		Name: spec.Name, RootDir: rootDir, Mounts: spec.Mounts, Network: net,
 		IdleTTL: spec.IdleTTL.Milliseconds(), Limits: spec.Limits, Rlimits: cgErr != nil,
-		Version: p.Version, HostName: "sbx",
+		Version: p.Version, HostName: "sbx", HostUID: ids.UID, HostGID: ids.GID,
 	}
 	raw, err := json.Marshal(cfg)
 	if err != nil {
@@ -115,22 +160,32 @@ func (p *Provider) Claim(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	if net != sandbox.NetworkHost {
 		flags |= syscall.CLONE_NEWNET
 	}
+	extra := []*os.File{cfgR, lnFile, readyW}
+	if ids.lock != nil {
+		extra = append(extra, ids.lock) // fdIDLock
+	}
+	// The init starts with sbx's own credentials inside the new user
+	// namespace (unmapped there when sbx is root), so that it can still
+	// reach its root and the workspaces in the state dir (which may sit
+	// under a 0700 home) while it takes hold of them. It then switches to
+	// uid 1000, the only id mapped, before it builds anything else: see
+	// takeHostPaths. Setgroups is allowed only for root, who must drop its
+	// supplementary groups there; an ordinary user may not allow it.
 	cmd := &exec.Cmd{
 		Path:       "/proc/self/exe",
 		Args:       []string{"sbx-init", spec.Name},
 		Env:        []string{envStage + "=setup"},
 		Dir:        "/",
 		Stderr:     logFile,
-		ExtraFiles: []*os.File{cfgR, lnFile, readyW},
+		ExtraFiles: extra,
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags:                 flags,
-			UidMappings:                []syscall.SysProcIDMap{{ContainerID: sandboxUID, HostID: os.Getuid(), Size: 1}},
-			GidMappings:                []syscall.SysProcIDMap{{ContainerID: sandboxGID, HostID: os.Getgid(), Size: 1}},
-			GidMappingsEnableSetgroups: false,
-			Credential:                 &syscall.Credential{Uid: sandboxUID, Gid: sandboxGID, NoSetGroups: true},
+			UidMappings:                []syscall.SysProcIDMap{{ContainerID: sandboxUID, HostID: ids.UID, Size: 1}},
+			GidMappings:                []syscall.SysProcIDMap{{ContainerID: sandboxGID, HostID: ids.GID, Size: 1}},
+			GidMappingsEnableSetgroups: os.Geteuid() == 0,
 			AmbientCaps: []uintptr{
 				unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP, unix.CAP_NET_ADMIN,
-				unix.CAP_SYS_CHROOT, unix.CAP_SYS_RESOURCE,
+				unix.CAP_SYS_CHROOT, unix.CAP_SYS_RESOURCE, unix.CAP_SETUID, unix.CAP_SETGID,
 			},
 			Setsid: true,
 		},
@@ -179,7 +234,11 @@ func (p *Provider) Claim(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		}
 		return fail(fmt.Errorf("start local sandbox: %s", reason))
 	}
-	st := state{Version: 1, Pid: cmd.Process.Pid, Socket: sock, Started: time.Now().UTC().Format(time.RFC3339Nano)}
+	st := state{Version: 1, Pid: cmd.Process.Pid, Socket: sock, Started: time.Now().UTC().Format(time.RFC3339Nano),
+		HostUID: ids.UID, HostGID: ids.GID, IDSource: ids.Source}
+	if cgErr != nil {
+		st.CgroupNote = cgErr.Error()
+	}
 	st.StartTime, _ = procStartTime(st.Pid)
 	if cg != nil {
 		st.Cgroups = cg.dirs

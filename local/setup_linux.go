@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -30,6 +31,10 @@ const (
 	fdConfig   = 3 // pipe: the initConfig as JSON (setup stage only)
 	fdListener = 4 // the unix socket the init serves on
 	fdReady    = 5 // pipe: "ok\n" or an error line once set up
+	// fdIDLock, when sbx runs as root, holds the flock on the host id slot
+	// the sandbox uses (see hostids_linux.go). The init never closes it,
+	// so the slot is free exactly when the sandbox is gone.
+	fdIDLock = 6
 )
 
 const (
@@ -51,6 +56,9 @@ type initConfig struct {
 	Rlimits  bool            `json:"rlimits"` // apply Limits as rlimits (no cgroup)
 	Version  string          `json:"version"`
 	HostName string          `json:"hostname"`
+	// HostUID and HostGID are what uid and gid 1000 are on the host.
+	HostUID int `json:"host_uid"`
+	HostGID int `json:"host_gid"`
 }
 
 // Stage is the init stage this process was started as, or "" when it is not
@@ -184,10 +192,22 @@ func buildRoot(cfg *initConfig) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
 	}
-	root := cfg.RootDir
-	if err := unix.Mount("tmpfs", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=64m"); err != nil {
-		return fmt.Errorf("mount root tmpfs on %s: %w", root, err)
+	if err := unix.Mount("tmpfs", cfg.RootDir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV,
+		fmt.Sprintf("mode=0755,size=64m,uid=%d,gid=%d", sandboxUID, sandboxGID)); err != nil {
+		return fmt.Errorf("mount root tmpfs on %s: %w", cfg.RootDir, err)
 	}
+	sources, err := takeHostPaths(cfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, fd := range sources {
+			unix.Close(fd)
+		}
+	}()
+	// From here on the root is the working directory: the host path to it
+	// may not be reachable as uid 1000.
+	root := "."
 	for _, d := range systemDirs {
 		if err := bindSystem(root, d); err != nil {
 			return err
@@ -247,11 +267,16 @@ func buildRoot(cfg *initConfig) error {
 	sort.Slice(mounts, func(i, j int) bool { return len(mounts[i].Target) < len(mounts[j].Target) })
 	for _, m := range mounts {
 		dst := root + m.Target
-		fi, err := os.Stat(m.Source)
-		if err != nil {
+		fd, ok := sources[m.Source]
+		if !ok {
+			return fmt.Errorf("mount %s: its source %s was not opened", m.Target, m.Source)
+		}
+		src := fmt.Sprintf("/proc/self/fd/%d", fd)
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
 			return fmt.Errorf("mount %s: %w", m.Target, err)
 		}
-		if fi.IsDir() {
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
 			err = os.MkdirAll(dst, 0o755)
 		} else if err = os.MkdirAll(filepath.Dir(dst), 0o755); err == nil {
 			var f *os.File
@@ -262,7 +287,7 @@ func buildRoot(cfg *initConfig) error {
 		if err != nil {
 			return fmt.Errorf("create mount point for %s: %w", m.Target, err)
 		}
-		if err := unix.Mount(m.Source, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 			return fmt.Errorf("bind %s at %s: %w", m.Source, m.Target, err)
 		}
 		if m.ReadOnly {
@@ -274,7 +299,7 @@ func buildRoot(cfg *initConfig) error {
 	if err := os.MkdirAll(root+"/.oldroot", 0o700); err != nil {
 		return err
 	}
-	if err := unix.PivotRoot(root, root+"/.oldroot"); err != nil {
+	if err := unix.PivotRoot(".", "./.oldroot"); err != nil {
 		return fmt.Errorf("pivot_root: %w", err)
 	}
 	if err := unix.Chdir("/"); err != nil {
@@ -292,6 +317,57 @@ func buildRoot(cfg *initConfig) error {
 		return fmt.Errorf("make / read-only: %w", err)
 	}
 	return nil
+}
+
+// takeHostPaths opens the mount sources and enters the root while this
+// process still has the credentials of the user who runs sbx, then becomes
+// uid and gid 1000 (the sandbox's, mapped to the host ids chosen for it)
+// with no supplementary groups. As an ordinary user it is uid 1000 already.
+// As root it starts unmapped in the namespace: it may reach root's state dir
+// but may create nothing in its own file systems until it switches. The
+// sources are bound later through /proc/self/fd, which needs no search
+// permission on the host directories above them.
+func takeHostPaths(cfg *initConfig) (map[string]int, error) {
+	sources := map[string]int{}
+	fail := func(err error) (map[string]int, error) {
+		for _, fd := range sources {
+			unix.Close(fd)
+		}
+		return nil, err
+	}
+	for _, m := range cfg.Mounts {
+		if _, ok := sources[m.Source]; ok {
+			continue
+		}
+		fd, err := unix.Open(m.Source, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fail(fmt.Errorf("open mount source %s for %s: %w", m.Source, m.Target, err))
+		}
+		sources[m.Source] = fd
+	}
+	if err := unix.Chdir(cfg.RootDir); err != nil {
+		return fail(fmt.Errorf("enter the sandbox root %s: %w", cfg.RootDir, err))
+	}
+	if os.Geteuid() != sandboxUID || os.Getegid() != sandboxGID {
+		// syscall's Set* change every thread of this process, not only
+		// this one.
+		if err := syscall.Setgroups(nil); err != nil {
+			return fail(fmt.Errorf("drop supplementary groups: %w", err))
+		}
+		if err := syscall.Setresgid(sandboxGID, sandboxGID, sandboxGID); err != nil {
+			return fail(fmt.Errorf("become gid %d (host gid %d): %w", sandboxGID, cfg.HostGID, err))
+		}
+		if err := syscall.Setresuid(sandboxUID, sandboxUID, sandboxUID); err != nil {
+			return fail(fmt.Errorf("become uid %d (host uid %d): %w", sandboxUID, cfg.HostUID, err))
+		}
+		// A change of uid makes the process non-dumpable; the worker this
+		// stage starts must be able to write its own uid map, which needs
+		// its parent dumpable (as it is after an ordinary start).
+		if err := unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0); err != nil {
+			return fail(fmt.Errorf("set dumpable: %w", err))
+		}
+	}
+	return sources, nil
 }
 
 // bindSystem makes the host path p appear read-only at the same path under
@@ -468,6 +544,80 @@ func dropPrivileges() error {
 	var data [2]unix.CapUserData
 	if err := unix.Capset(&hdr, &data[0]); err != nil {
 		return fmt.Errorf("clear capabilities: %w", err)
+	}
+	return nil
+}
+
+// Kernel interfaces a command must not change or read, as the OCI runtimes
+// hide them by default (runc's and containerd's default spec, moby's
+// oci/defaults.go), plus the kernel memory maps and allocator statistics
+// that leak host addresses (kpage*, slabinfo, vmallocinfo). /sys is not
+// mounted in the sandbox at all; its entries apply if it ever is.
+var (
+	// readOnlyPaths stay readable (sysctl reads are common) but are bound
+	// read-only: writing a sysctl, an IRQ affinity or sysrq-trigger fails
+	// with EROFS whatever the writer's uid.
+	readOnlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
+	// maskedPaths read as empty: a file is covered by /dev/null, a
+	// directory by an empty read-only tmpfs. A glob is expanded at mount
+	// time (which kpage* files exist depends on the kernel).
+	maskedPaths = []string{
+		"/proc/acpi", "/proc/asound", "/proc/interrupts", "/proc/kcore", "/proc/keys", "/proc/kpage*",
+		"/proc/latency_stats", "/proc/sched_debug", "/proc/scsi", "/proc/slabinfo", "/proc/timer_list",
+		"/proc/timer_stats", "/proc/vmallocinfo",
+		"/sys/devices/virtual/powercap", "/sys/firmware",
+	}
+)
+
+// mountProc mounts a fresh /proc for the calling process's pid namespace
+// and hides in it what readOnlyPaths and maskedPaths name. A worker calls it
+// for the commands it runs: the masks are its own mounts, which a command
+// (with no capability) cannot remove, and which make the kernel refuse any
+// further proc mount in a namespace a command might create (a proc mount
+// needs a fully visible one to exist). The init's own /proc stays plain for
+// that reason: only sbx's own code runs there.
+func mountProc() error {
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mount /proc: %w", err)
+	}
+	for _, p := range readOnlyPaths {
+		if _, err := os.Lstat(p); err != nil {
+			continue
+		}
+		if err := unix.Mount(p, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("bind %s read-only: %w", p, err)
+		}
+		if err := remountRO(p); err != nil {
+			return fmt.Errorf("make %s read-only: %w", p, err)
+		}
+	}
+	for _, pat := range maskedPaths {
+		matches, _ := filepath.Glob(pat)
+		for _, p := range matches {
+			if err := maskPath(p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func maskPath(p string) error {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return nil
+	}
+	if fi.IsDir() {
+		if err := unix.Mount("tmpfs", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0,mode=0555"); err != nil {
+			return fmt.Errorf("mask %s with an empty tmpfs: %w", p, err)
+		}
+		return nil
+	}
+	if err := unix.Mount("/dev/null", p, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("mask %s with /dev/null: %w", p, err)
+	}
+	if err := remountRO(p); err != nil {
+		return fmt.Errorf("make the mask of %s read-only: %w", p, err)
 	}
 	return nil
 }

@@ -63,8 +63,8 @@ func runWorker() int {
 		fmt.Fprintf(os.Stderr, "sbx worker: make mounts private: %v\n", err)
 		return 1
 	}
-	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		fmt.Fprintf(os.Stderr, "sbx worker: mount /proc: %v\n", err)
+	if err := mountProc(); err != nil {
+		fmt.Fprintf(os.Stderr, "sbx worker: %v\n", err)
 		return 1
 	}
 	// Under the sandbox's memory limit, the OOM killer is to pick a command

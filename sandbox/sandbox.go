@@ -94,7 +94,9 @@ type Cmd struct {
 	// produced.
 	Stdout, Stderr io.Writer
 	// Fd3, when set, receives what the command writes to file descriptor 3.
-	// The engine uses it to learn the shell's final working directory.
+	// The engine uses it to learn the shell's final working directory. A
+	// backend hands it at most MaxFd3+1 bytes (one past the bound, so that
+	// an overlong report can be told apart) and discards the rest.
 	Fd3 io.Writer
 	// Timeout kills the command and everything it started once it has run for
 	// this long; the result then has TimedOut set and ExitCode 124. Zero means
@@ -108,6 +110,34 @@ type Cmd struct {
 	// applies them before the command, and writes the sandbox's changes to
 	// Sync.Pull after it. The backend only carries the bytes.
 	Sync *SyncIO
+}
+
+// MaxFd3 bounds the cwd report a command writes to fd 3: an absolute path of
+// at most PATH_MAX (4096) bytes and its newline. The sandbox chooses every
+// byte of it, so the host keeps no more than this (plus one byte, to see
+// that there was more): `head -c 1G /dev/zero >&3` costs the host no memory.
+const MaxFd3 = 4096 + 1
+
+// Fd3Writer passes the first MaxFd3+1 bytes written to it on to w and
+// discards the rest. It drains rather than failing: a closed fd 3 would
+// kill the shell's exit trap with SIGPIPE and change the command's exit
+// status.
+func Fd3Writer(w io.Writer) io.Writer { return &capWriter{w: w, left: MaxFd3 + 1} }
+
+type capWriter struct {
+	w    io.Writer
+	left int
+}
+
+func (c *capWriter) Write(p []byte) (int, error) {
+	if c.left > 0 {
+		n := min(len(p), c.left)
+		c.left -= n
+		if _, err := c.w.Write(p[:n]); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
 }
 
 // SyncIO carries one round trip of the sync protocol (see package sync).

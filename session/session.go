@@ -461,8 +461,8 @@ func (s *Session) ensureClaimed(ctx context.Context) error {
 }
 
 // command builds the sandbox command for r. When trackCwd is set, the shell
-// reports where it ended on fd 3, into the returned builder.
-func (s *Session) command(r Run, trackCwd bool) (*sandbox.Cmd, *strings.Builder, string) {
+// reports where it ended on fd 3, into the returned report.
+func (s *Session) command(r Run, trackCwd bool) (*sandbox.Cmd, *cwdReport, string) {
 	dir := r.Dir
 	if dir == "" {
 		dir = s.info.Cwd
@@ -474,7 +474,7 @@ func (s *Session) command(r Run, trackCwd bool) (*sandbox.Cmd, *strings.Builder,
 		Dir: dir, Env: s.commandEnv(r.TTY != nil, r.Env), Stdin: r.Stdin,
 		Stdout: r.Stdout, Stderr: r.Stderr, Timeout: r.Timeout, TTY: r.TTY,
 	}
-	cwd := &strings.Builder{}
+	cwd := &cwdReport{}
 	if r.Argv != nil {
 		cmd.Argv = r.Argv
 		return cmd, cwd, dir
@@ -524,12 +524,14 @@ func (s *Session) dropSandbox(why string) {
 }
 
 // finish records how a command ended.
-func (s *Session) finish(res sandbox.Result, rep sbxsync.Report, err error, cwd *strings.Builder) (Outcome, error) {
+func (s *Session) finish(res sandbox.Result, rep sbxsync.Report, err error, cwd *cwdReport) (Outcome, error) {
 	if errors.Is(err, sandbox.ErrLost) && !s.closed {
 		s.dropSandbox(fmt.Sprintf("the sandbox was lost while the command ran (%v): what the command changed in the sandbox is lost; the host tree is intact and the next command gets a new sandbox", err))
 	}
 	out := Outcome{Result: res, Sync: rep}
-	if c := strings.TrimSpace(cwd.String()); c != "" {
+	if c, why := cwd.path(); why != "" {
+		s.note(fmt.Sprintf("the command's working directory report on fd 3 was ignored: %s; the next command starts in %s", why, s.startDir()))
+	} else if c != "" {
 		out.Cwd = c
 		s.info.Cwd = c
 	}
@@ -538,6 +540,63 @@ func (s *Session) finish(res sandbox.Result, rep sbxsync.Report, err error, cwd 
 		err = werr
 	}
 	return out, err
+}
+
+// cwdReport collects what the shell writes to fd 3 when it ends: its
+// working directory. The sandbox chooses every byte, so it keeps at most
+// sandbox.MaxFd3 bytes (the backends pass on one byte more at most) and
+// only notes that there was more.
+type cwdReport struct {
+	buf  []byte
+	over bool
+}
+
+func (c *cwdReport) Write(p []byte) (int, error) {
+	if room := sandbox.MaxFd3 - len(c.buf); len(p) > room {
+		c.buf = append(c.buf, p[:max(room, 0)]...)
+		c.over = true
+		return len(p), nil
+	}
+	c.buf = append(c.buf, p...)
+	return len(p), nil
+}
+
+// path returns the reported directory ("" when none was reported), or why
+// the report is refused: more than PATH_MAX bytes, or not one clean
+// absolute path on one line.
+func (c *cwdReport) path() (dir, refused string) {
+	if c.over {
+		return "", fmt.Sprintf("it is over %d bytes (PATH_MAX)", sandbox.MaxFd3-1)
+	}
+	p := strings.TrimSuffix(string(c.buf), "\n")
+	switch {
+	case p == "":
+		return "", ""
+	case len(p) > sandbox.MaxFd3-1:
+		return "", fmt.Sprintf("it is over %d bytes (PATH_MAX)", sandbox.MaxFd3-1)
+	case strings.ContainsAny(p, "\x00\n"), !filepath.IsAbs(p), filepath.Clean(p) != p:
+		return "", fmt.Sprintf("%s is not one clean absolute path", quoteCut(p, 80))
+	}
+	return p, ""
+}
+
+// quoteCut quotes s (escaping what a terminal would act on), cut to n bytes.
+func quoteCut(s string, n int) string {
+	if len(s) > n {
+		return strconv.Quote(s[:n]) + "..."
+	}
+	return strconv.Quote(s)
+}
+
+// startDir is where the next command starts (s.mu held).
+func (s *Session) startDir() string {
+	if s.info.Cwd != "" {
+		return s.info.Cwd
+	}
+	if len(s.params.CodeDirs) > 0 {
+		return s.params.CodeDirs[0]
+	}
+	return "/"
 }
 
 // Job is a command started by Spawn.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sbx-sh/sbx/cluster"
 	"github.com/sbx-sh/sbx/config"
+	"github.com/sbx-sh/sbx/local"
 )
 
 // doctor implements `sbx doctor [--backend local|cluster]`: one line per
@@ -32,6 +33,9 @@ func (c *cli) doctor(ctx context.Context, args []string) int {
 	switch *backend {
 	case "local":
 		checks = localChecks()
+		if checks[0].OK {
+			checks = append(checks, layerChecks(ctx)...)
+		}
 	case "cluster":
 		cfg, err := cluster.LoadConfig(os.Getenv)
 		if err != nil {
@@ -77,18 +81,44 @@ func localChecks() []cluster.Check {
 			uc.Detail = fmt.Sprintf("available (max %d)", max)
 		}
 	}
-	out = append(out, uc)
-	cg := cluster.Check{Name: "cgroups", OK: true}
-	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
-		ctl, _ := os.ReadFile("/sys/fs/cgroup/cgroup.controllers")
-		cg.Detail = "cgroup v2 (" + strings.TrimSpace(string(ctl)) + ")"
-		if !strings.Contains(string(ctl), "memory") || !strings.Contains(string(ctl), "pids") {
-			cg.Detail += ": memory/pids controllers missing, limits fall back to rlimits"
-		}
-	} else {
-		cg.Detail = "cgroup v1: memory and pid limits fall back to rlimits"
+	return append(out, uc)
+}
+
+// layerChecks start one throwaway sandbox and report each isolation layer
+// it really got (local.Provider.Layers), with what to do about a missing one.
+func layerChecks(ctx context.Context) []cluster.Check {
+	p := &local.Provider{Version: versionString()}
+	layers, err := p.Layers(ctx)
+	if err != nil {
+		return []cluster.Check{{Name: "sandbox layers", Detail: err.Error(),
+			Fix: "see the init log quoted above; `sbx exec -- true` shows the same error"}}
 	}
-	return append(out, cg)
+	var out []cluster.Check
+	for _, l := range layers {
+		c := cluster.Check{Name: l.Name, OK: l.Active, Detail: l.Detail}
+		if !l.Active {
+			c.Fix = layerFix(l.Name)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func layerFix(name string) string {
+	switch name {
+	case "uid mapping":
+		return "run sbx as an ordinary user, or as root list a subordinate range for root in /etc/subuid and /etc/subgid (root:100000:65536)"
+	case "/proc masking":
+		return "this is a bug in sbx: report it with the output of `sbx doctor`"
+	case "cgroups":
+		ctl, err := os.ReadFile("/sys/fs/cgroup/cgroup.controllers")
+		if err != nil {
+			return "the host has no cgroup v2 (/sys/fs/cgroup/cgroup.controllers): limits are rlimits; boot with systemd.unified_cgroup_hierarchy=1 for cgroup limits"
+		}
+		return "host cgroup v2 controllers: " + strings.TrimSpace(string(ctl)) + "; as an ordinary user run sbx in a delegated cgroup " +
+			"(systemd-run --user --scope -p Delegate=yes sbx ...) with memory and pids enabled"
+	}
+	return "needs a kernel with it enabled"
 }
 
 func readInt(path string) int {

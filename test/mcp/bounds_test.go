@@ -1,0 +1,103 @@
+package mcptest
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// peakRSS is the peak resident memory of a process, from /proc.
+func peakRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				t.Fatalf("VmHWM %q: %v", v, err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM in /proc/PID/status")
+	return 0
+}
+
+// Every stream a sandboxed command sends to sbx-mcp is bounded: fd 3 (the
+// cwd report), the command's output, a background job's output. Each is
+// flooded here with hundreds of MiB; sbx-mcp's memory stays flat and each
+// result stays within its cap.
+func TestStreamsBounded(t *testing.T) {
+	e := newEnv(t)
+	os.Mkdir(filepath.Join(e.code, "sub"), 0o755)
+	c := e.stdio()
+	const maxRSS = 120 << 20
+
+	t.Run("fd 3 flood", func(t *testing.T) {
+		c := c.with(t)
+		res := c.call("bash", map[string]any{"command": "head -c 200M /dev/zero >&3; echo done"})
+		got := text(res)
+		wantContains(t, got, "done\n", "Exit code: 0", "report on fd 3 was ignored: it is over 4096 bytes")
+		if len(got) > 2000 {
+			t.Errorf("result of %d bytes", len(got))
+		}
+		if s := structured(t, res); s["cwd"] != e.code {
+			t.Errorf("structured cwd is %d bytes, want %s", len(fmt.Sprint(s["cwd"])), e.code)
+		}
+		wantContains(t, c.bash("pwd"), e.code+"\n")
+	})
+	t.Run("fd 3 junk before the report", func(t *testing.T) {
+		c := c.with(t)
+		res := c.call("bash", map[string]any{"command": "cd sub; printf 'junk' >&3"})
+		wantContains(t, text(res), `report on fd 3 was ignored: "junk`, "is not one clean absolute path")
+		if s := structured(t, res); s["cwd"] != e.code {
+			t.Errorf("structured cwd %q, want %s", s["cwd"], e.code)
+		}
+		wantContains(t, c.bash("pwd"), e.code+"\n")
+	})
+	t.Run("output flood", func(t *testing.T) {
+		c := c.with(t)
+		res := c.call("bash", map[string]any{"command": "head -c 300M /dev/zero | tr '\\0' a; echo; echo tail-end"})
+		got := text(res)
+		wantContains(t, got, "characters truncated] ...", "tail-end\nExit code: 0")
+		if len(got) > 31000 {
+			t.Errorf("result of %d bytes, over the 30000-character cap", len(got))
+		}
+	})
+	t.Run("background job flood", func(t *testing.T) {
+		c := c.with(t)
+		res := c.call("bash", map[string]any{"command": "head -c 100M /dev/zero | tr '\\0' b; echo; echo job-end", "run_in_background": true})
+		id, _ := structured(t, res)["id"].(string)
+		if id == "" {
+			t.Fatalf("no job id: %s", text(res))
+		}
+		deadline := time.Now().Add(60 * time.Second)
+		var all strings.Builder
+		for {
+			r := c.call("bash_output", map[string]any{"id": id})
+			out := text(r)
+			if len(out) > 31000+200 {
+				t.Fatalf("bash_output returned %d bytes, over its cap", len(out))
+			}
+			all.WriteString(out)
+			if structured(t, r)["status"] != "running" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the job did not end within 60s")
+			}
+		}
+		wantContains(t, all.String(), "job-end", "Exit code: 0")
+		wantContains(t, all.String(), "bytes of earlier output were dropped")
+	})
+	if rss := peakRSS(t, c.cmd.Process.Pid); rss > maxRSS {
+		t.Errorf("sbx-mcp peaked at %d MiB resident: a stream from the sandbox is not bounded", rss>>20)
+	}
+}
