@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"path"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	gosync "sync"
 	"time"
+
+	"github.com/sbx-sh/sbx/internal/escape"
 )
 
 // The sandbox side of the protocol. One round trip per command: the host
@@ -405,6 +408,16 @@ func (h *Helper) Collect(pull io.Writer) HelperReply {
 				h.reply.Kept = append(h.reply.Kept, *r)
 				continue
 			}
+			if !c.Deleted && c.Entry.isLink() {
+				// The host checks the target through its own links too;
+				// checked here against the sandbox's tree (the host's plus
+				// this command's changes), a refusal keeps the link here
+				// instead of failing the whole pull there.
+				if err := CheckLinkTree(c.Path, c.Entry.Link, treeLinks(hd.d.Path)); err != nil {
+					h.reply.Kept = append(h.reply.Kept, Refusal{filepath.Join(hd.d.Path, c.Path), fmt.Sprintf("symlink to %s: %v", escape.Name(c.Entry.Link), err)})
+					continue
+				}
+			}
 			send = append(send, c)
 		}
 		if err := WritePatch(pull, hd.d.Path, send); err != nil {
@@ -422,6 +435,22 @@ func (h *Helper) Collect(pull io.Writer) HelperReply {
 		}
 	}
 	return h.reply
+}
+
+// treeLinks looks symlinks up under root for CheckLinkTree.
+func treeLinks(root string) func(string) (string, bool) {
+	return func(q string) (string, bool) {
+		p := filepath.Join(root, filepath.FromSlash(q))
+		fi, err := os.Lstat(p)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			return "", false
+		}
+		t, err := os.Readlink(p)
+		if err != nil {
+			return "/", true // unreadable: counted as leaving
+		}
+		return t, true
+	}
 }
 
 // Reply is the reply so far (for a round trip that failed before Collect).

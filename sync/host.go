@@ -16,16 +16,6 @@ import (
 	"strings"
 )
 
-// DefaultProtected are files that host tools run or trust: agent and editor
-// settings, hooks, environment loaders, sbx's own config. A change the
-// sandbox makes to one is not applied; it is kept aside under
-// .sbx/quarantine/ and reported, for the user to accept (sbx accept).
-var DefaultProtected = []string{
-	"/.claude/", "/.mcp.json", "/.cursor/", "/.codex/", "/.vscode/", "/.idea/",
-	"/.envrc", "/.env", "/.sbx.toml", "/.sbxignore", "/.gitmodules", "/.husky/",
-	"/.devcontainer/", "/.github/workflows/",
-}
-
 // QuarantineDir is where protected changes wait, relative to the code dir.
 const QuarantineDir = ".sbx/quarantine"
 
@@ -34,6 +24,13 @@ type HostDir struct {
 	Path      string   // absolute; the same path inside the sandbox
 	Exclude   []string // patterns beyond DefaultExcludes and .sbxignore
 	Protected []string // nil means DefaultProtected
+	// Hooks are the directories, relative to Path, that the host's git runs
+	// hooks from (its effective core.hooksPath, when inside the code dir;
+	// "." for the code dir itself). The session reads them from the host's
+	// git config; sync only uses them: they wait in quarantine like the
+	// protected names, and the directories above them may not become
+	// symlinks or files.
+	Hooks []string
 }
 
 // Host is the host side of the sync of one session: its manifests of the
@@ -47,7 +44,7 @@ type Host struct {
 type hostDir struct {
 	cfg       HostDir
 	ex        *Matcher
-	protected *Matcher
+	protected *protectedSet
 	excludes  []string // what the helper is told
 }
 
@@ -97,9 +94,9 @@ func OpenHost(stateDir string, dirs []HostDir) (*Host, error) {
 		if prot == nil {
 			prot = DefaultProtected
 		}
-		pm, err := NewMatcher(prot)
+		pm, err := newProtectedSet(prot, d.Hooks)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s: %w", d.Path, err)
 		}
 		h.dirs = append(h.dirs, &hostDir{cfg: d, ex: ex, protected: pm, excludes: pats[len(DefaultExcludes):]})
 	}
@@ -191,7 +188,7 @@ func (h *Host) Begin() (*Round, Report, error) {
 		r.changes = append(r.changes, Diff(h.st.Manifests[i], cur))
 		r.report.Pushed += len(r.changes[i])
 		for _, c := range r.changes[i] {
-			if d.protected.ExcludedPath(c.Path, c.Entry.Mode.IsDir()) {
+			if d.protected.protects(c.Path, c.Entry, c.Deleted) {
 				r.report.ProtectedPushed = append(r.report.ProtectedPushed, filepath.Join(d.cfg.Path, c.Path))
 			}
 		}
@@ -223,6 +220,7 @@ func (r *Round) ReadPull(rd io.Reader) error {
 	}
 	tee := io.TeeReader(rd, f)
 	items := 0
+	targets := map[string]string{} // the patch's symlinks, by code dir and path
 	err = r.h.eachPull(tee, func(d *hostDir, root *os.Root, links map[string]bool, it *Item) error {
 		items++
 		if rf := CheckPullBack(it.Path, it.Entry, it.Deleted); rf != nil {
@@ -236,9 +234,15 @@ func (r *Round) ReadPull(rd io.Reader) error {
 		}
 		if !it.Deleted && it.Entry.isLink() {
 			links[it.Path] = true
+			targets[d.cfg.Path+"\x00"+it.Path] = it.Entry.Link
+			if err := CheckLinkTree(it.Path, it.Entry.Link, hostLinks(root, d.cfg.Path, targets)); err != nil {
+				return &PatchError{Path: filepath.Join(d.cfg.Path, it.Path), Reason: fmt.Sprintf("symlink to %q: %v", it.Entry.Link, err)}
+			}
 		}
-		_, err := io.Copy(io.Discard, it.Body)
-		return err
+		if _, err := io.Copy(io.Discard, it.Body); err != nil {
+			return &PatchError{Path: filepath.Join(d.cfg.Path, it.Path), Reason: "bad tar stream: " + err.Error()}
+		}
+		return nil
 	})
 	if err == nil {
 		err = ExpectEnd(tee)
@@ -255,6 +259,26 @@ func (r *Round) ReadPull(rd io.Reader) error {
 	}
 	r.spooled = true
 	return nil
+}
+
+// hostLinks looks symlinks up for CheckLinkTree: those earlier in the same
+// patch (targets, keyed by code dir and path), then the host's, through root,
+// which never leaves the code dir.
+func hostLinks(root *os.Root, dir string, targets map[string]string) func(string) (string, bool) {
+	return func(q string) (string, bool) {
+		if t, ok := targets[dir+"\x00"+q]; ok {
+			return t, true
+		}
+		fi, err := root.Lstat(q)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			return "", false
+		}
+		t, err := root.Readlink(q)
+		if err != nil {
+			return "/", true // unreadable: counted as leaving
+		}
+		return t, true
+	}
 }
 
 // eachPull reads one patch per code dir from rd, calling fn for each item
@@ -389,7 +413,7 @@ func (h *Host) applyOne(i int, d *hostDir, roots *dirRoots, it *Item, rep *Repor
 	root := roots.base
 	m := h.st.Manifests[i]
 	full := filepath.Join(d.cfg.Path, it.Path)
-	if d.protected.Excluded(it.Path, it.Entry.Mode.IsDir()) || d.protected.ExcludedPath(it.Path, it.Entry.Mode.IsDir()) {
+	if d.protected.protects(it.Path, it.Entry, it.Deleted) {
 		if it.Deleted {
 			rep.Quarantined = append(rep.Quarantined, full+" (deleted in the sandbox; not applied)")
 			return nil

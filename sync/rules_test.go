@@ -66,6 +66,25 @@ func TestCheckPullBack(t *testing.T) {
 		{"nested gitfile", "sub/.git", file, false, false},
 		{"git-like name", "a/.gitignore", file, true, true},
 		{".github workflow", ".github/workflows/ci.yml", file, false, true},
+		{"git upper case", ".GIT/hooks/x", file, false, false},
+		{"git mixed case config", ".Git/config", file, false, false},
+		{"git trailing dot", ".git./hooks/pre-commit", file, false, false},
+		{"git trailing space", ".git /config", file, false, false},
+		{"git ntfs stream", ".git::$INDEX_ALLOCATION/config", file, false, false},
+		{"git hfs ignorable", ".g\u200cit/config", file, false, false},
+		{"git short name", "GIT~1/config", file, false, false},
+		{"git upper case dir", ".GIT", dir, false, false},
+		{"nested git upper case", "sub/.GIT/config", file, false, false},
+		{"git alternates other case", ".git/objects/INFO/Alternates", file, false, false},
+		{"git hooks other case", ".git/HOOKS/pre-commit", file, false, false},
+		{"git rebase todo passes (quarantined later)", ".git/rebase-merge/git-rebase-todo", file, false, true},
+		{"link through own link", "keylink", link("U/U/U/U/../../../../outside/secret"), false, false},
+		{"link dotdot after name", "a/l", link("b/../../c"), false, false},
+		{"link leading dotdot", "a/b/l", link("../../c/d"), false, true},
+		{"link dot prefix", "l", link("./README"), false, true},
+		{"link into git", "l", link(".git/config"), false, false},
+		{"link into git other case", "a/l", link("../.GIT/config"), false, false},
+		{"link nul", "l", link("a\x00b"), false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := CheckPullBack(c.path, c.e, c.deleted)
@@ -80,7 +99,7 @@ func TestCheckPullBack(t *testing.T) {
 }
 
 func FuzzCheckPullBack(f *testing.F) {
-	for _, s := range []string{"a", ".git/config", "../x", "a/../../b", ".git/objects/info/alternates", "x/.git/y"} {
+	for _, s := range []string{"a", ".git/config", "../x", "a/../../b", ".git/objects/info/alternates", "x/.git/y", ".GIT/hooks/x", ".g\u200cit/config", "GIT~1/config", ".git./x"} {
 		f.Add(s, "target", uint8(0))
 	}
 	f.Fuzz(func(t *testing.T, p, target string, kind uint8) {
@@ -100,9 +119,9 @@ func FuzzCheckPullBack(f *testing.F) {
 		if clean != p || clean == ".." || strings.HasPrefix(clean, "../") || filepath.IsAbs(clean) {
 			t.Fatalf("allowed path %q is not clean and relative", p)
 		}
-		for _, el := range strings.Split(p, "/")[1:] {
-			if el == ".git" {
-				t.Fatalf("allowed nested .git: %q", p)
+		for i, el := range strings.Split(p, "/") {
+			if oracleGitName(el) && (i > 0 || el != ".git") {
+				t.Fatalf("allowed a .git spelling other than the top-level .git: %q", p)
 			}
 		}
 		if strings.HasPrefix(p, ".git/") {
@@ -117,6 +136,148 @@ func FuzzCheckPullBack(f *testing.F) {
 			if filepath.IsAbs(target) || j == ".." || strings.HasPrefix(j, "../") {
 				t.Fatalf("allowed symlink %q -> %q leaves the tree", p, target)
 			}
+			// A ".." that Clean cancels against a name is one that a
+			// later link could turn into a way out.
+			raw, kept := 0, 0
+			for _, el := range strings.Split(target, "/") {
+				if el == ".." {
+					raw++
+				}
+			}
+			for _, el := range strings.Split(filepath.Clean(target), "/") {
+				if el == ".." {
+					kept++
+				}
+			}
+			if raw != kept {
+				t.Fatalf("allowed symlink %q -> %q with a \"..\" after a name", p, target)
+			}
+			for _, el := range strings.Split(target, "/") {
+				if oracleGitName(el) {
+					t.Fatalf("allowed symlink %q -> %q into .git", p, target)
+				}
+			}
 		}
 	})
+}
+
+func TestProtected(t *testing.T) {
+	s, err := newProtectedSet(DefaultProtected, []string{"tools/githooks"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := newProtectedSet(DefaultProtected, []string{"."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name    string
+		set     *protectedSet
+		path    string
+		e       Entry
+		deleted bool
+		want    bool
+	}{
+		{"plain file", s, "src/main.go", file, false, false},
+		{"claude settings at the root", s, ".claude/settings.json", file, false, true},
+		{"claude settings at depth", s, "pkg/.claude/settings.json", file, false, true},
+		{"envrc at depth", s, "sub/.envrc", file, false, true},
+		{"mcp.json at depth", s, "pkg/.mcp.json", file, false, true},
+		{"upper case", s, ".CLAUDE/settings.json", file, false, true},
+		{"mixed case envrc", s, "a/.EnvRC", file, false, true},
+		{"kelvin sign", s, ".hus\u212ay/pre-commit", file, false, true},
+		{"trailing dot (Windows)", s, ".envrc.", file, false, true},
+		{"ntfs stream", s, ".envrc::$DATA", file, false, true},
+		{"hfs ignorable", s, ".env\u200crc", file, false, true},
+		{"8.3 short name", s, "CLAUDE~1/settings.json", file, false, true},
+		{"pre-commit config", s, ".pre-commit-config.yaml", file, false, true},
+		{"lefthook", s, "lefthook.yml", file, false, true},
+		{"dot lefthook", s, "svc/.lefthook.yml", file, false, true},
+		{"husky", s, ".husky/pre-commit", file, false, true},
+		{"husky as a symlink", s, ".husky", link("scripts"), false, true},
+		{"gemini", s, ".gemini/settings.json", file, false, true},
+		{"windsurf", s, ".windsurf/mcp.json", file, false, true},
+		{"zed", s, ".zed/tasks.json", file, false, true},
+		{"npmrc", s, "web/.npmrc", file, false, true},
+		{"yarnrc.yml", s, ".yarnrc.yml", file, false, true},
+		{"mise", s, "mise.toml", file, false, true},
+		{"mise in .config", s, ".config/mise/config.toml", file, false, true},
+		{"tool-versions", s, ".tool-versions", file, false, true},
+		{"devcontainer", s, ".devcontainer/devcontainer.json", file, false, true},
+		{"workflow at depth", s, "a/.github/workflows/ci.yml", file, false, true},
+		{"github but not workflows", s, ".github/CODEOWNERS", file, false, false},
+		{"direnv dir", s, ".direnv/python-3/bin/python", file, false, true},
+		{"deletion of a protected file", s, ".envrc", Entry{}, true, true},
+		{"Makefile is not", s, "Makefile", file, false, false},
+		{"AGENTS.md is not", s, "AGENTS.md", file, false, false},
+		{".gitattributes is not", s, ".gitattributes", file, false, false},
+		{"a name that only contains one", s, "my.envrc.txt", file, false, false},
+		{"rebase todo", s, ".git/rebase-merge/git-rebase-todo", file, false, true},
+		{"rebase dir", s, ".git/rebase-merge", dir, false, true},
+		{"rebase-apply", s, ".git/rebase-apply/patch", file, false, true},
+		{"sequencer todo", s, ".git/sequencer/todo", file, false, true},
+		{"git objects are not", s, ".git/objects/ab/cd", file, false, false},
+		{"hooks dir", s, "tools/githooks/pre-commit", file, false, true},
+		{"hooks dir other case", s, "Tools/GitHooks/pre-commit", file, false, true},
+		{"hooks dir itself as a link", s, "tools/githooks", link("../x"), false, true},
+		{"parent of hooks as a link", s, "tools", link("elsewhere"), false, true},
+		{"parent of hooks as a file", s, "tools", file, false, true},
+		{"parent of hooks as a directory", s, "tools", dir, false, false},
+		{"sibling of hooks", s, "tools/build.sh", file, false, false},
+		{"hooks path at the root: a hook", root, "pre-commit", file, false, true},
+		{"hooks path at the root: other files", root, "main.go", file, false, false},
+		{"hooks path at the root: hook name deeper", root, "cmd/pre-commit", file, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := c.set.protects(c.path, c.e, c.deleted); got != c.want {
+				t.Fatalf("protects(%q) = %v, want %v", c.path, got, c.want)
+			}
+		})
+	}
+	for _, bad := range []string{"../x", "a/*.json", ""} {
+		if _, err := newProtectedSet([]string{bad + "x"}, nil); err == nil && bad != "" {
+			t.Errorf("protected entry %q accepted", bad+"x")
+		}
+	}
+}
+
+func TestCheckLinkTree(t *testing.T) {
+	tree := map[string]string{"U": ".", "out": "/outside", "up": "..", "d/l": "../e", "loop": "loop"}
+	lookup := func(q string) (string, bool) { t, ok := tree[q]; return t, ok }
+	for _, c := range []struct {
+		name, path, target string
+		ok                 bool
+	}{
+		{"plain", "k", "README", true},
+		{"through a link to .", "k", "U/U/README", true},
+		{"through a link that climbs", "k", "up/x", false},
+		{"through the user's absolute link", "k", "out/secret", false},
+		{"through a relative link inside", "k", "d/l/f", true},
+		{"climbing out", "a/k", "../../x", false},
+		{"a loop resolves nowhere", "k", "loop/x", true},
+		{"into .git through a link", "k", "U/.git/config", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := CheckLinkTree(c.path, c.target, lookup)
+			if (err == nil) != c.ok {
+				t.Fatalf("CheckLinkTree(%q -> %q) = %v, want ok=%v", c.path, c.target, err, c.ok)
+			}
+		})
+	}
+}
+
+// oracleGitName is the test's own idea of a name a case-insensitive host
+// takes for .git: ASCII case folded by strings.EqualFold, after dropping
+// what HFS+ ignores, an NTFS stream suffix and Windows' trailing dots and
+// spaces; or an 8.3 alias of it.
+func oracleGitName(el string) bool {
+	el = strings.Map(func(r rune) rune {
+		if (r >= 0x200c && r <= 0x200f) || (r >= 0x202a && r <= 0x202e) || (r >= 0x206a && r <= 0x206f) || r == 0xfeff {
+			return -1
+		}
+		return r
+	}, el)
+	el, _, _ = strings.Cut(el, ":")
+	el = strings.TrimRight(el, ". ")
+	return strings.EqualFold(el, ".git") || (len(el) >= 4 && strings.EqualFold(el[:4], "git~"))
 }
