@@ -77,6 +77,10 @@ func runWorker() int {
 		fmt.Fprintf(os.Stderr, "sbx worker: %v\n", err)
 		return 1
 	}
+	if err := applyKernelLayers(); err != nil {
+		fmt.Fprintf(os.Stderr, "sbx worker: %v\n", err)
+		return 1
+	}
 	f := os.NewFile(fdWorker, "worker")
 	nc, err := net.FileConn(f)
 	f.Close()
