@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -54,8 +55,9 @@ func runServe() int {
 	// One idle worker before reporting ready: the first command is then as
 	// fast as the later ones.
 	if w := adoptWorker(); w != nil {
+		go s.watch(w)
 		s.idle = append(s.idle, w)
-	} else if w, err := startWorker(); err == nil {
+	} else if w, err := s.startWorker(); err == nil {
 		s.idle = append(s.idle, w)
 	}
 	reportReady(nil)
@@ -156,18 +158,11 @@ func (s *server) exec(c *conn, req *request, files []*os.File) {
 		c.writeFrame(reply{Done: true, ExitCode: 127, Error: err.Error()})
 		return
 	}
-	w, err := s.getWorker()
-	if err != nil {
-		closeAll(files)
-		c.writeFrame(reply{Done: true, Error: err.Error()})
-		return
-	}
 	start := time.Now()
-	err = w.c.writeFrame(wreq, files...)
+	w, err := s.handOff(&wreq, files)
 	closeAll(files)
 	if err != nil {
-		w.kill()
-		c.writeFrame(reply{Done: true, Error: "hand the command to a worker: " + err.Error()})
+		c.writeFrame(reply{Done: true, Error: err.Error()})
 		return
 	}
 	// The worker says when the command runs, with the terminal's master side
@@ -261,13 +256,65 @@ func (s *server) stopCommand(w *worker, done chan reply) reply {
 
 const maxIdleWorkers = 2
 
+// handOff gives the command to a live worker. A worker that died while idle
+// (the kernel killed it) refuses the frame at once, having received
+// nothing: it is dropped, and the command goes to another one.
+func (s *server) handOff(wreq *workerExec, files []*os.File) (*worker, error) {
+	var last error
+	for range 3 {
+		w, err := s.getWorker()
+		if err != nil {
+			return nil, err
+		}
+		if err = w.c.writeFrame(wreq, files...); err == nil {
+			return w, nil
+		}
+		w.kill()
+		last = err
+	}
+	return nil, fmt.Errorf("hand the command to a worker: three workers in a row were gone (%v); see the sandbox's init.log", last)
+}
+
+// startWorker starts a worker that the server watches.
+func (s *server) startWorker() (*worker, error) {
+	w, err := startWorker()
+	if err == nil {
+		go s.watch(w)
+	}
+	return w, err
+}
+
+// watch replaces w if it dies while idle, so that the next command finds a
+// worker ready.
+func (s *server) watch(w *worker) {
+	<-w.dead
+	w.c.Close()
+	s.mu.Lock()
+	i := slices.Index(s.idle, w)
+	if i >= 0 {
+		s.idle = slices.Delete(s.idle, i, i+1)
+	}
+	spare := i >= 0 && len(s.idle) == 0 && !s.starting && !s.stopping
+	if spare {
+		s.starting = true
+	}
+	s.mu.Unlock()
+	if spare {
+		s.startSpare()
+	}
+}
+
 // getWorker returns an idle worker, or starts one. It then starts a spare in
 // the background, so the next command does not wait for a program start.
 func (s *server) getWorker() (*worker, error) {
 	s.mu.Lock()
 	var w *worker
-	if n := len(s.idle); n > 0 {
+	for w == nil && len(s.idle) > 0 {
+		n := len(s.idle)
 		w, s.idle = s.idle[n-1], s.idle[:n-1]
+		if !w.alive() {
+			w = nil // its watch has closed it
+		}
 	}
 	spare := len(s.idle) == 0 && !s.starting
 	if spare {
@@ -280,11 +327,11 @@ func (s *server) getWorker() (*worker, error) {
 	if w != nil {
 		return w, nil
 	}
-	return startWorker()
+	return s.startWorker()
 }
 
 func (s *server) startSpare() {
-	w, err := startWorker()
+	w, err := s.startWorker()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.starting = false

@@ -264,6 +264,30 @@ func runOne(c *conn, req *workerExec, files []*os.File) reply {
 type worker struct {
 	proc *os.Process
 	c    *conn
+	// dead is closed once the worker has exited (and been reaped): the
+	// kernel may kill an idle one, and a command must never be handed to it.
+	dead chan struct{}
+}
+
+// reap waits for p and closes the returned channel when it has exited.
+func reap(wait func() error) chan struct{} {
+	dead := make(chan struct{})
+	go func() {
+		wait()
+		close(dead)
+	}()
+	return dead
+}
+
+// alive reports whether the worker has not exited (as far as is known yet:
+// a worker killed a moment ago may still look alive).
+func (w *worker) alive() bool {
+	select {
+	case <-w.dead:
+		return false
+	default:
+		return true
+	}
 }
 
 func startWorker() (*worker, error) {
@@ -297,8 +321,7 @@ func startWorker() (*worker, error) {
 		nc.Close()
 		return nil, fmt.Errorf("start worker: %w", err)
 	}
-	go cmd.Wait()
-	return &worker{proc: cmd.Process, c: newConn(nc.(*net.UnixConn))}, nil
+	return &worker{proc: cmd.Process, c: newConn(nc.(*net.UnixConn)), dead: reap(cmd.Wait)}, nil
 }
 
 // kill ends the worker and, with it, everything in its namespace.
@@ -341,6 +364,5 @@ func adoptWorker() *worker {
 		nc.Close()
 		return nil
 	}
-	go p.Wait()
-	return &worker{proc: p, c: newConn(nc.(*net.UnixConn))}
+	return &worker{proc: p, c: newConn(nc.(*net.UnixConn)), dead: reap(func() error { _, err := p.Wait(); return err })}
 }

@@ -3,7 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -46,5 +51,83 @@ func TestFd3FloodIsBounded(t *testing.T) {
 	}
 	if !strings.Contains(r.stderr, "fd 3 was ignored") || !strings.Contains(r.stderr, "over 4096 bytes") {
 		t.Errorf("no note about the ignored report; stderr:\n%s", r.stderr)
+	}
+}
+
+// children lists the host pids whose parent is pid and whose command line
+// starts with name.
+func children(pid int, name string) []int {
+	var out []int
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		stat, err := os.ReadFile(d + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(stat)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 2 || f[0] == "Z" || f[1] != strconv.Itoa(pid) {
+			continue
+		}
+		cmdline, _ := os.ReadFile(d + "/cmdline")
+		if strings.HasPrefix(string(cmdline), name+"\x00") {
+			p, _ := strconv.Atoi(filepath.Base(d))
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// The kernel may kill an idle worker (the OOM killer, say): the init must
+// never hand a command to a dead one. It once failed a command with exit
+// 125 "hand the command to a worker: write unix @: sendmsg: broken pipe".
+func TestDeadIdleWorkersReplaced(t *testing.T) {
+	w := newWorld(t)
+	if r := w.sbx(t, w.code, "exec", "--keep", "--session", "dw", "--", "true"); r.code != 0 {
+		t.Fatalf("exec: %d %s", r.code, r.stderr)
+	}
+	raw, err := os.ReadFile(filepath.Join(w.state, "sbx", "sessions", "dw", "local.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct{ Pid int }
+	if err := json.Unmarshal(raw, &st); err != nil || st.Pid <= 0 {
+		t.Fatalf("local.json %s: %v", raw, err)
+	}
+	for round := range 3 {
+		var idle []int
+		deadline := time.Now().Add(20 * time.Second)
+		for idle = children(st.Pid, "sbx-worker"); len(idle) == 0; idle = children(st.Pid, "sbx-worker") {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: no idle worker under the init (pid %d) after 20s", round, st.Pid)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		for _, p := range idle {
+			syscall.Kill(p, syscall.SIGKILL)
+		}
+		deadline = time.Now().Add(20 * time.Second)
+		for _, p := range idle {
+			for {
+				if _, err := os.Stat(fmt.Sprintf("/proc/%d", p)); err != nil {
+					break
+				}
+				if stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p)); strings.Contains(string(stat), ") Z ") {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("worker %d did not die", p)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		r := w.sbx(t, w.code, "exec", "--keep", "--session", "dw", "--", "echo alive")
+		if r.code != 0 || r.stdout != "alive\n" {
+			t.Fatalf("round %d: after its %d idle workers were killed, a command failed: exit %d, stdout %q, stderr:\n%s", round, len(idle), r.code, r.stdout, r.stderr)
+		}
 	}
 }
