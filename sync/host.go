@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // QuarantineDir is where protected changes wait, relative to the code dir.
@@ -39,6 +40,12 @@ type Host struct {
 	stateDir string
 	dirs     []*hostDir
 	st       hostState
+	// Journal, when set, keeps every host file a pull-back overwrites or
+	// deletes (see journal.go).
+	Journal *Journal
+	// MassDelete decides which pull-backs' deletions are held; nil means
+	// DefaultMassDelete.
+	MassDelete *MassDelete
 }
 
 type hostDir struct {
@@ -73,6 +80,23 @@ type Report struct {
 	// the last sync (and went into the sandbox). After a host command such
 	// as git pull, these are files the command wrote that host tools trust.
 	ProtectedPushed []string
+	// HostKept lists, one line each, host paths the sandbox removed or
+	// replaced that had changed on the host meanwhile (or a host directory
+	// recreated for the sandbox's changes): the host's version stays.
+	HostKept []string
+	// Held lists the host paths whose deletion by the sandbox waits for
+	// sbx accept --deletions (a pull-back that would delete most of a code
+	// dir, or git's core); HeldReason says why. Held deletions of earlier
+	// commands that still wait are counted in HeldWaiting.
+	Held        []string
+	HeldReason  string
+	HeldWaiting int
+	// Journaled counts the host files this pull-back overwrote or deleted
+	// after keeping them in the journal (sbx undo).
+	Journaled int
+	// Lost lists host paths of sandbox changes a failed pull-back did not
+	// apply (set by the caller that knows they will not be sent again).
+	Lost []string
 }
 
 // OpenHost loads the sync state of a session from stateDir.
@@ -162,7 +186,17 @@ type Round struct {
 	changes [][]Change
 	spooled bool
 	report  Report
+	// rejected counts the rejected held deletions this round pushes back.
+	rejected int
+	// seen lists (some of) the host paths of the pull's items.
+	seen []string
 }
+
+// Seen lists the host paths the sandbox's pull named (at most maxSeen), as
+// far as it was read: what is lost if it cannot be applied.
+func (r *Round) Seen() []string { return r.seen }
+
+const maxSeen = 1000
 
 // Begin finishes a pull a crash interrupted, scans the host tree and
 // prepares the round trip: its request and its push.
@@ -179,6 +213,20 @@ func (h *Host) Begin() (*Round, Report, error) {
 	}
 	h.st.Seq = binary.LittleEndian.Uint64(seq[:])
 	r := &Round{h: h, Request: HelperRequest{Version: ProtocolVersion, Seq: h.st.Seq, Ack: h.st.Ack}}
+	held, err := readHeld(h.stateDir)
+	if err != nil {
+		return nil, recovered, err
+	}
+	r.report.HeldWaiting = len(held.Held)
+	// Rejected deletions: the host's files go back into the sandbox.
+	for _, x := range held.Rejected {
+		for i, d := range h.dirs {
+			if d.cfg.Path == x.Dir && CheckPath(x.Path) == nil {
+				forget(h.st.Manifests[i], x.Path, true)
+			}
+		}
+		r.rejected++
+	}
 	for i, d := range h.dirs {
 		cur, err := (&Scanner{Exclude: d.ex}).Scan(d.cfg.Path, h.st.Manifests[i])
 		if err != nil {
@@ -223,14 +271,20 @@ func (r *Round) ReadPull(rd io.Reader) error {
 	targets := map[string]string{} // the patch's symlinks, by code dir and path
 	err = r.h.eachPull(tee, func(d *hostDir, root *os.Root, links map[string]bool, it *Item) error {
 		items++
+		if len(r.seen) < maxSeen {
+			r.seen = append(r.seen, filepath.Join(d.cfg.Path, it.Path))
+		}
 		if rf := CheckPullBack(it.Path, it.Entry, it.Deleted); rf != nil {
 			return &PatchError{Path: filepath.Join(d.cfg.Path, it.Path), Reason: rf.Reason}
 		}
 		if d.ex.ExcludedPath(it.Path, it.Entry.Mode.IsDir()) {
 			return &PatchError{Path: filepath.Join(d.cfg.Path, it.Path), Reason: "an excluded path"}
 		}
-		if err := parentsPlain(root, links, it.Path); err != nil {
+		if err := parentsPlain(root, links, it.Path, r.cur[r.h.indexOf(d)]); err != nil {
 			return &PatchError{Path: filepath.Join(d.cfg.Path, it.Path), Reason: err.Error()}
+		}
+		if !it.Deleted && it.Entry.Mode.IsDir() {
+			links[it.Path] = false // a directory replaces a host link there
 		}
 		if !it.Deleted && it.Entry.isLink() {
 			links[it.Path] = true
@@ -302,13 +356,19 @@ func (h *Host) eachPull(rd io.Reader, fn func(*hostDir, *os.Root, map[string]boo
 // parentsPlain refuses a path whose parent directories include a symlink,
 // on the host now or earlier in the same patch: a write there would land
 // elsewhere than its name says (.git through a link named otherwise, say).
-func parentsPlain(root *os.Root, links map[string]bool, p string) error {
+// A host link where the sandbox was given a directory (base, the push of
+// this round trip) is the host's change during the command: not refused, the
+// pull-back puts the sandbox's side of that type conflict beside it.
+func parentsPlain(root *os.Root, links map[string]bool, p string, base Manifest) error {
 	for dir := path.Dir(p); dir != "."; dir = path.Dir(dir) {
 		if links[dir] {
 			return fmt.Errorf("its parent %s is a symlink in the same patch", dir)
 		}
+		if made, ok := links[dir]; ok && !made {
+			continue // a directory of the same patch
+		}
 		fi, err := root.Lstat(dir)
-		if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		if err == nil && fi.Mode()&fs.ModeSymlink != 0 && !base[dir].Mode.IsDir() {
 			return fmt.Errorf("its parent %s is a symlink on the host", dir)
 		}
 	}
@@ -328,6 +388,12 @@ func (r *Round) Finish(reply HelperReply) (Report, error) {
 	}
 	// The sandbox now mirrors what was pushed.
 	h.st.Manifests = r.cur
+	if r.rejected > 0 {
+		if hd, err := readHeld(h.stateDir); err == nil && len(hd.Rejected) >= r.rejected {
+			hd.Rejected = hd.Rejected[r.rejected:]
+			writeHeld(h.stateDir, hd)
+		}
+	}
 	wasReset := h.st.Reset
 	h.st.Reset = false
 	if !r.spooled {
@@ -375,21 +441,80 @@ func (h *Host) applySpool(seq uint64, rep *Report) error {
 		return fmt.Errorf("open spooled changes: %w", err)
 	}
 	defer f.Close()
+	// First pass: which code dirs' deletions are held.
+	dels := make([][]string, len(h.dirs))
+	puts := make([][]string, len(h.dirs))
+	err = h.eachPull(f, func(d *hostDir, _ *os.Root, _ map[string]bool, it *Item) error {
+		i := h.indexOf(d)
+		if d.protected.protects(it.Path, it.Entry, it.Deleted) {
+			return nil
+		}
+		if it.Deleted {
+			dels[i] = append(dels[i], it.Path)
+		} else {
+			puts[i] = append(puts[i], it.Path)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read spooled changes: %w", err)
+	}
+	md := DefaultMassDelete
+	if h.MassDelete != nil {
+		md = *h.MassDelete
+	}
+	states := make([]*applyState, len(h.dirs))
+	var holds []HeldDeletion
+	now := time.Now().UTC()
+	for i, d := range h.dirs {
+		st := &applyState{redirect: map[string]string{}}
+		states[i] = st
+		if why := md.holdReason(h.st.Manifests[i], dels[i], puts[i]); why != "" {
+			st.hold = map[string]bool{}
+			rep.HeldReason = fmt.Sprintf("%s: %s", d.cfg.Path, why)
+			for _, p := range dels[i] {
+				st.hold[p] = true
+				base := Manifest{}
+				m := h.st.Manifests[i]
+				for q, e := range m {
+					if q == p || strings.HasPrefix(q, p+"/") {
+						base[q] = e
+					}
+				}
+				holds = append(holds, HeldDeletion{Dir: d.cfg.Path, Path: p, Reason: why, Time: now, Base: base})
+				rep.Held = append(rep.Held, filepath.Join(d.cfg.Path, p))
+			}
+		}
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	if h.Journal != nil {
+		h.Journal.begin("pull-back")
+	}
 	var roots *dirRoots
 	err = h.eachPull(f, func(d *hostDir, root *os.Root, links map[string]bool, it *Item) error {
+		i := h.indexOf(d)
 		if roots == nil || roots.base != root {
 			if roots != nil {
 				roots.close()
 			}
 			roots = &dirRoots{base: root, m: map[string]*os.Root{}, verify: true}
 		}
-		return h.applyOne(h.indexOf(d), d, roots, it, rep)
+		states[i].roots = roots
+		return h.applyOne(i, d, states[i], it, rep)
 	})
 	if roots != nil {
 		roots.close()
 	}
+	if jerr := h.Journal.commit(); err == nil && jerr != nil {
+		err = jerr
+	}
 	if err != nil {
 		return fmt.Errorf("bring back the sandbox's changes: %w", err)
+	}
+	if err := addHeld(h.stateDir, holds); err != nil {
+		return err
 	}
 	h.st.Ack = seq
 	if err := h.save(); err != nil {
@@ -409,7 +534,75 @@ func (h *Host) indexOf(d *hostDir) int {
 	return -1
 }
 
-func (h *Host) applyOne(i int, d *hostDir, roots *dirRoots, it *Item, rep *Report) error {
+// applyState is what the pull-back of one code dir carries from item to
+// item.
+type applyState struct {
+	roots *dirRoots
+	// redirect maps a sandbox directory whose host counterpart won a type
+	// conflict to where the sandbox's version goes (its conflict copy):
+	// what the patch holds below it follows it there.
+	redirect map[string]string
+	// hold lists the deletions held for sbx accept.
+	hold map[string]bool
+}
+
+// redirected returns where an item below a redirected directory goes.
+func (st *applyState) redirected(p string) (string, bool) {
+	if len(st.redirect) == 0 {
+		return "", false
+	}
+	for dir := path.Dir(p); dir != "."; dir = path.Dir(dir) {
+		if to, ok := st.redirect[dir]; ok {
+			return to + p[len(dir):], true
+		}
+	}
+	return "", false
+}
+
+// unknown marks a path's synced state unknown, with everything below it:
+// the next push sends the host's version of all of it.
+func forget(m Manifest, p string, unknown bool) {
+	for q := range m {
+		if q == p || strings.HasPrefix(q, p+"/") {
+			delete(m, q)
+		}
+	}
+	if unknown {
+		m[p] = Entry{Mode: fs.ModeIrregular}
+	}
+}
+
+// nonDirAncestor finds the shallowest proper ancestor of p that is not a
+// directory on the host: gone (exists false) or something else.
+func nonDirAncestor(root *os.Root, p string) (anc string, exists bool, err error) {
+	els := strings.Split(p, "/")
+	for k := 1; k < len(els); k++ {
+		a := strings.Join(els[:k], "/")
+		fi, err := root.Lstat(a)
+		if notExist(err) {
+			return a, false, nil
+		}
+		if err != nil {
+			return "", false, err
+		}
+		if !fi.IsDir() {
+			return a, true, nil
+		}
+	}
+	return "", false, nil
+}
+
+// The rules of applyOne, for a path the sandbox changed (see the table in
+// rules_test.go): a path the host did not change since the last sync takes
+// the sandbox's change, the host's earlier version kept in the journal. A
+// path the host changed too keeps the host's version: a sandbox file is
+// written beside as NAME.sbx-conflict, a sandbox directory becomes
+// NAME.sbx-conflict/ with what the sandbox changed in it. A removal never
+// removes what changed on the other side: a directory the sandbox removed
+// loses on the host only what is unchanged there; a directory the host
+// removed is made again for the sandbox's changes in it.
+func (h *Host) applyOne(i int, d *hostDir, st *applyState, it *Item, rep *Report) error {
+	roots := st.roots
 	root := roots.base
 	m := h.st.Manifests[i]
 	full := filepath.Join(d.cfg.Path, it.Path)
@@ -430,8 +623,54 @@ func (h *Host) applyOne(i int, d *hostDir, roots *dirRoots, it *Item, rep *Repor
 		}
 		return nil
 	}
+	if to, ok := st.redirected(it.Path); ok {
+		if it.Deleted {
+			return nil
+		}
+		if err := root.MkdirAll(path.Dir(to), 0o755); err != nil {
+			return err
+		}
+		_, err := writeItem(root, it, to)
+		return err
+	}
+	if it.Deleted && st.hold[it.Path] {
+		return nil // waits for sbx accept
+	}
 	if it.Deleted || !it.Entry.Mode.IsDir() {
 		roots.invalidate(it.Path) // a directory there goes away
+	}
+	if path.Dir(it.Path) != "." {
+		anc, ancExists, err := nonDirAncestor(root, it.Path)
+		if err != nil {
+			return err
+		}
+		switch {
+		case anc == "":
+		case it.Deleted:
+			// Already gone on the host with its parent.
+			forget(m, it.Path, false)
+			return nil
+		case ancExists:
+			// The host made a directory of the sandbox's something else:
+			// the host's stays, the sandbox's goes beside it.
+			to := conflictName(root, anc)
+			if err := root.Mkdir(to, 0o755); err != nil {
+				return err
+			}
+			st.redirect[anc] = to
+			m[anc] = Entry{Mode: fs.ModeIrregular}
+			rep.Conflicts = append(rep.Conflicts, filepath.Join(d.cfg.Path, to))
+			rep.HostKept = append(rep.HostKept, fmt.Sprintf("%s: a directory in the sandbox, something else on the host now; the host's stays, the sandbox's changes in it are in %s", filepath.Join(d.cfg.Path, anc), filepath.Join(d.cfg.Path, to)))
+			return h.applyOne(i, d, st, it, rep)
+		default:
+			// The host removed a directory the sandbox wrote into: made
+			// again for the sandbox's changes.
+			if err := root.MkdirAll(path.Dir(it.Path), 0o755); err != nil {
+				return err
+			}
+			roots.invalidate(anc)
+			rep.HostKept = append(rep.HostKept, fmt.Sprintf("%s: removed on the host while the sandbox changed files in it; made again for them", filepath.Join(d.cfg.Path, anc)))
+		}
 	}
 	// Operations on the path go through its directory's root.
 	dr, name := roots.split(it.Path)
@@ -451,37 +690,118 @@ func (h *Host) applyOne(i int, d *hostDir, roots *dirRoots, it *Item, rep *Repor
 			return nil
 		}
 	}
-	hostChanged := exists != had || (exists && !now.Mode.IsDir() && !sameIgnoringHash(base, now))
-	if hostChanged && !(it.Deleted && !exists) {
-		// Changed on both sides: the host's version stays; the sandbox's is
-		// kept beside it, and the next push sends the host's to the sandbox.
-		// Mark the path's base as unknown, so the next push sends the host's
-		// version (or its deletion) whatever it is now.
-		m[it.Path] = Entry{Mode: fs.ModeIrregular}
-		if !it.Deleted && !it.Entry.Mode.IsDir() {
+	hostChanged := exists != had || (exists && (now.Mode.Type() != base.Mode.Type() ||
+		(!now.Mode.IsDir() && !sameIgnoringHash(base, now))))
+	j := h.Journal
+	switch {
+	case it.Deleted && !exists:
+		forget(m, it.Path, false)
+		return nil
+	case it.Deleted && now.Mode.IsDir():
+		removed, kept, err := removeTree(roots, d.cfg.Path, it.Path, m, j)
+		if err != nil {
+			return err
+		}
+		rep.Journaled += len(removed)
+		forget(m, it.Path, false)
+		if len(kept) > 0 {
+			rep.HostKept = append(rep.HostKept, fmt.Sprintf("%s: removed in the sandbox, but the host changed or added %s in it meanwhile; those stay", full, plural(len(kept), "path")))
+			return nil
+		}
+		rep.Applied++
+		return nil
+	case it.Deleted && hostChanged:
+		forget(m, it.Path, true)
+		rep.HostKept = append(rep.HostKept, fmt.Sprintf("%s: removed in the sandbox, but changed on the host meanwhile; the host's version stays", full))
+		return nil
+	case it.Deleted:
+		if _, err := j.keep(d.cfg.Path, it.Path, dr, name, now, "deleted"); err != nil {
+			return err
+		}
+		if _, err := writeItem(dr, it, name); err != nil {
+			return err
+		}
+		if now.Mode.IsRegular() {
+			rep.Journaled++
+		}
+		forget(m, it.Path, false)
+		rep.Applied++
+		return nil
+	case it.Entry.Mode.IsDir() && exists && !now.Mode.IsDir() && hostChanged:
+		// A file (or link) on the host, changed or made there: it stays;
+		// the sandbox's directory goes beside it.
+		to := conflictName(dr, name)
+		if err := dr.Mkdir(to, it.Entry.Mode.Perm()|0o700); err != nil {
+			return err
+		}
+		rel := path.Join(path.Dir(it.Path), to)
+		st.redirect[it.Path] = rel
+		forget(m, it.Path, true)
+		rep.Conflicts = append(rep.Conflicts, filepath.Join(d.cfg.Path, rel))
+		return nil
+	case !it.Entry.Mode.IsDir() && exists && now.Mode.IsDir():
+		// The sandbox made a file of a directory: what the host changed in
+		// the directory meanwhile stays, and then so does the directory.
+		removed, kept, err := removeTree(roots, d.cfg.Path, it.Path, m, j)
+		if err != nil {
+			return err
+		}
+		rep.Journaled += len(removed)
+		if len(kept) > 0 {
+			dr, name = roots.split(it.Path)
 			aside := conflictName(dr, name)
 			if _, err := writeItem(dr, it, aside); err != nil {
 				return err
 			}
+			forget(m, it.Path, true)
 			rep.Conflicts = append(rep.Conflicts, filepath.Join(d.cfg.Path, path.Dir(it.Path), path.Base(aside)))
+			rep.HostKept = append(rep.HostKept, fmt.Sprintf("%s: a directory the sandbox replaced, but the host changed or added %s in it meanwhile; the directory stays", full, plural(len(kept), "path")))
+			return nil
 		}
+		forget(m, it.Path, false)
+		dr, name = roots.split(it.Path)
+		exists = false
+	case hostChanged && !it.Entry.Mode.IsDir():
+		// Changed on both sides: the host's version stays; the sandbox's is
+		// kept beside it, and the next push sends the host's to the sandbox.
+		// Mark the path's base as unknown, so the next push sends the host's
+		// version (or its deletion) whatever it is now.
+		aside := conflictName(dr, name)
+		if _, err := writeItem(dr, it, aside); err != nil {
+			return err
+		}
+		forget(m, it.Path, true)
+		rep.Conflicts = append(rep.Conflicts, filepath.Join(d.cfg.Path, path.Dir(it.Path), path.Base(aside)))
 		return nil
+	}
+	var kept *JournalEntry
+	if exists && !now.Mode.IsDir() {
+		if kept, err = j.keep(d.cfg.Path, it.Path, dr, name, now, "overwritten"); err != nil {
+			return err
+		}
+		if now.Mode.IsRegular() {
+			rep.Journaled++
+		}
 	}
 	e, err := writeItem(dr, it, name)
 	if err != nil {
 		return err
 	}
-	rep.Applied++
-	if it.Deleted {
-		for p := range m {
-			if p == it.Path || strings.HasPrefix(p, it.Path+"/") {
-				delete(m, p)
-			}
-		}
-		return nil
+	if exists && !now.Mode.IsDir() {
+		j.setAfter(kept, e)
+	} else if !exists {
+		j.created(d.cfg.Path, it.Path, e)
 	}
+	rep.Applied++
 	m[it.Path] = e
 	return nil
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 // sameContent reports whether the host's entry now already is the item. For

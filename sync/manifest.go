@@ -306,7 +306,10 @@ func Diff(old, cur Manifest) []Change {
 	var kept []Change
 	for i := len(dels) - 1; i >= 0; i-- { // shallowest first
 		d := dels[i]
-		if gone[path.Dir(d.Path)] {
+		// Below a deleted directory, or below what is now a file or a
+		// symlink: replacing the directory removed it (and a deletion
+		// through a symlink would remove what it points to).
+		if e, ok := cur[path.Dir(d.Path)]; gone[path.Dir(d.Path)] || ok && !e.Mode.IsDir() {
 			gone[d.Path] = true
 			continue
 		}

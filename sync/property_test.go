@@ -48,7 +48,7 @@ func (m mutator) step(t *testing.T, root string) {
 	name := names[m.rng.Intn(len(names))]
 	p := filepath.Join(root, name)
 	*m.n++
-	switch m.rng.Intn(7) {
+	switch m.rng.Intn(10) {
 	case 0, 1, 2: // write new content (sometimes the same size, same tick)
 		os.MkdirAll(filepath.Dir(p), 0o755)
 		if fi, err := os.Lstat(p); err == nil && fi.IsDir() {
@@ -70,7 +70,33 @@ func (m mutator) step(t *testing.T, root string) {
 		}
 		os.MkdirAll(filepath.Dir(q), 0o755)
 		os.Rename(p, q)
+	case 7: // remove a directory tree
+		os.RemoveAll(filepath.Join(root, dirNames[m.rng.Intn(len(dirNames))]))
+	case 8: // a directory where a file (or nothing) was
+		os.RemoveAll(p)
+		os.MkdirAll(p, 0o755)
+		os.WriteFile(filepath.Join(p, "x"), []byte(fmt.Sprintf("%s-v%04d", m.side, *m.n)), 0o644)
+	case 9: // a file where a directory was
+		q := filepath.Join(root, dirNames[m.rng.Intn(len(dirNames))])
+		os.RemoveAll(q)
+		os.MkdirAll(filepath.Dir(q), 0o755)
+		os.WriteFile(q, []byte(fmt.Sprintf("%s-v%04d", m.side, *m.n)), 0o644)
 	}
+}
+
+var dirNames = []string{"d", "g", "g/h"}
+
+// journaled lists the contents the journal keeps.
+func journaled(dir string) map[string]bool {
+	out := map[string]bool{}
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() && filepath.Base(p) != "entries.json" {
+			b, _ := os.ReadFile(p)
+			out[string(b)] = true
+		}
+		return nil
+	})
+	return out
 }
 
 // TestPropertyNothingLost runs random operations on both sides with syncs
@@ -79,7 +105,7 @@ func (m mutator) step(t *testing.T, root string) {
 // conflict copy), what the host changed meanwhile is still at its path, and
 // after a quiet round trip both trees are the same.
 func TestPropertyNothingLost(t *testing.T) {
-	seeds := 12
+	seeds := 40
 	if testing.Short() {
 		seeds = 3
 	}
@@ -109,8 +135,23 @@ func TestPropertyNothingLost(t *testing.T) {
 					hostEnd = files(p.host)
 				})
 				t.Logf("round %d: sandbox end %v host end %v report %+v", i, sandboxEnd, hostEnd, rep)
+				for _, r := range rep.Refused {
+					if rel, err := filepath.Rel(p.sandbox, r.Path); err == nil {
+						if p.ignore == nil {
+							p.ignore = map[string]bool{}
+						}
+						p.ignore[filepath.ToSlash(rel)] = true
+						delete(sandboxEnd, filepath.ToSlash(rel))
+					}
+				}
 				after := files(p.host)
 				have := contents(p.host)
+				kept := journaled(p.h.Journal.Dir)
+				for path, c := range hostEnd {
+					if _, ok := have[c]; !ok && !kept[c] {
+						t.Fatalf("round %d: the host's %s (%q) is neither in the tree nor in the journal", i, path, c)
+					}
+				}
 				for path, c := range sandboxEnd {
 					if hostBefore[path] == c {
 						continue // what the push brought; the host may change it
@@ -122,6 +163,17 @@ func TestPropertyNothingLost(t *testing.T) {
 				for path, c := range hostEnd {
 					if hostBefore[path] != c && after[path] != c {
 						t.Fatalf("round %d: the host's change to %s (%q) was overwritten by %q", i, path, c, after[path])
+					}
+				}
+				if len(rep.Held) > 0 {
+					// Held deletions: accepted or rejected at random; either
+					// way nothing the host changed is lost.
+					if rng.Intn(2) == 0 {
+						res, err := AcceptDeletions(p.hstate+"-host", p.h.Journal)
+						t.Logf("round %d: accepted %+v %v", i, res, err)
+					} else {
+						n, err := RejectDeletions(p.hstate + "-host")
+						t.Logf("round %d: rejected %d %v", i, n, err)
 					}
 				}
 				rep = p.sync(nil)
