@@ -45,6 +45,10 @@ type Config struct {
 	// The limit counts threads, the sandbox's own init and workers' too
 	// (Go programs, a few threads each), hence MinPids.
 	Pids int
+	// JournalSize caps each session's journal of the host files its
+	// pull-backs overwrote or deleted (sbx undo), in bytes; zero keeps no
+	// content. Only the user's own config sets it.
+	JournalSize int64
 	// CodeDirs are the host directories synced with the sandbox.
 	CodeDirs []string
 	// HostCommands are the command prefixes that run on the host (see
@@ -69,6 +73,7 @@ func Defaults() Config {
 		IdleTTL:      30 * time.Minute,
 		Memory:       4 << 30,
 		Pids:         4096,
+		JournalSize:  1 << 30,
 		HostCommands: append([]string(nil), DefaultHostCommands...),
 	}
 }
@@ -119,6 +124,9 @@ type fileConfig struct {
 	EnvSkip    *any `toml:"env_skip"`
 	SyncPaths  *any `toml:"sync_paths"`
 	TaskFiles  *any `toml:"task_files"`
+	// journal_size only in the user's own file: a smaller journal is less
+	// of a safety net, not less of a risk.
+	JournalSize *any `toml:"journal_size"`
 }
 
 // Sources names where Load looks.
@@ -356,6 +364,16 @@ func applyFile(cfg *Config, path string, trusted bool) error {
 		}
 		cfg.Memory = n
 	}
+	if fc.JournalSize != nil {
+		if !trusted {
+			return widen("journal_size")
+		}
+		n, err := sizeValue(*fc.JournalSize)
+		if err != nil {
+			return fail("journal_size", err.Error())
+		}
+		cfg.JournalSize = n
+	}
 	if fc.Pids != nil {
 		n, ok := (*fc.Pids).(int64)
 		if !ok || n < 0 || n > 1<<22 {
@@ -519,6 +537,7 @@ var envKeys = []struct{ name, key string }{
 	{"SBX_TIMEOUT", "timeout"},
 	{"SBX_MEMORY", "memory"},
 	{"SBX_PIDS", "pids"},
+	{"SBX_JOURNAL_SIZE", "journal_size"},
 	{"AGENT_SANDBOX_CODE_DIRS", "code_dirs"},
 	{"SBX_CODE_DIRS", "code_dirs"},
 	{"AGENT_SANDBOX_HOST_COMMANDS", "host_commands"},
@@ -581,6 +600,12 @@ func (c *Config) Set(key, v string) error {
 			return err
 		}
 		c.Memory = n
+	case "journal_size":
+		n, err := ParseSize(v)
+		if err != nil {
+			return err
+		}
+		c.JournalSize = n
 	case "pids":
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {

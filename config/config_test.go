@@ -31,6 +31,21 @@ func TestPrecedence(t *testing.T) {
 	}
 }
 
+func TestJournalSize(t *testing.T) {
+	if d := Defaults().JournalSize; d != 1<<30 {
+		t.Fatalf("default journal_size %d, want 1GiB", d)
+	}
+	user := writeFile(t, "journal_size = \"2GiB\"\n")
+	cfg, err := Load(Sources{UserFile: user, Env: []string{}})
+	if err != nil || cfg.JournalSize != 2<<30 {
+		t.Fatalf("user file: %d %v", cfg.JournalSize, err)
+	}
+	cfg, err = Load(Sources{UserFile: user, Env: []string{"SBX_JOURNAL_SIZE=64MiB"}})
+	if err != nil || cfg.JournalSize != 64<<20 {
+		t.Fatalf("environment: %d %v", cfg.JournalSize, err)
+	}
+}
+
 func TestDefaultsWithoutFiles(t *testing.T) {
 	cfg, err := Load(Sources{UserFile: filepath.Join(t.TempDir(), "none.toml"), Env: []string{}})
 	if err != nil {
@@ -69,6 +84,8 @@ func TestErrors(t *testing.T) {
 		{name: "project lifts memory limit", project: "memory = 0\n", wantLine: 1, wantKey: "memory", wantMsg: "may only narrow"},
 		{name: "project raises idle ttl", project: "idle_ttl = \"2h\"\n", wantLine: 1, wantKey: "idle_ttl", wantMsg: "may only narrow"},
 		{name: "project raises pids", project: "pids = 100000\n", wantLine: 1, wantKey: "pids", wantMsg: "may only narrow"},
+		{name: "project shrinks the journal", project: "journal_size = 0\n", wantLine: 1, wantKey: "journal_size", wantMsg: "may only narrow"},
+		{name: "bad journal size", user: "journal_size = \"big\"\n", wantLine: 1, wantKey: "journal_size", wantMsg: "not a size"},
 		{name: "project adds a host command", project: "host_commands = [\"git push\", \"make\"]\n", wantLine: 1, wantKey: "host_commands", wantMsg: "may only narrow"},
 		{name: "bad host commands", user: "host_commands = \"git push\"\n", wantLine: 1, wantKey: "host_commands", wantMsg: "want a list"},
 		{name: "project forwards a variable", project: "forward_env = [\"AWS_*\"]\n", wantLine: 1, wantKey: "forward_env", wantMsg: "may only narrow"},
