@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -194,5 +195,65 @@ func TestUnprivilegedUserKernelOutOfReach(t *testing.T) {
 	}
 	if uid := fi.Sys().(*syscall.Stat_t).Uid; uid != 65534 {
 		t.Fatalf("file brought back owned by %d, want the user (65534)", uid)
+	}
+}
+
+// TestMasksCannotBeUndone tries to remove the masks from the command's own
+// namespaces and from a new user and mount namespace it makes, and checks the
+// sandbox holds no host group: as root, sbx runs with supplementary groups 0
+// (root) and 4 here, and the sandbox must not carry them.
+func TestMasksCannotBeUndone(t *testing.T) {
+	w := newWorld(t)
+	var argv []string
+	if os.Getuid() == 0 {
+		if _, err := exec.LookPath("setpriv"); err != nil {
+			t.Fatal("setpriv (util-linux) is needed to give sbx supplementary groups: apt-get install util-linux")
+		}
+		argv = []string{"setpriv", "--groups=0,4", "--"}
+	}
+	argv = append(argv, sbxBin, "exec", "--", `
+umount /proc/keys 2>/dev/null; umount -l /proc/sys 2>/dev/null; mount -o remount,rw /proc/sys 2>/dev/null
+n=$(head -c 4096 /proc/keys 2>/dev/null | wc -c); [ "$n" != 0 ] && echo "LEAK keys $n"
+grep ' /proc/sys ' /proc/self/mounts | grep -q ' ro,' || echo "LEAK /proc/sys not read-only"
+n=$(unshare -Urm sh -c 'umount -l /proc/keys; umount -l /proc; mount -t proc proc /proc; head -c 4096 /proc/keys | wc -c' 2>/dev/null)
+[ -n "$n" ] && [ "$n" != 0 ] && echo "LEAK nested keys $n"
+n=$(unshare -Urm sh -c 'mount -t proc proc /mnt && head -c 4096 /mnt/keys | wc -c' 2>/dev/null)
+[ -n "$n" ] && [ "$n" != 0 ] && echo "LEAK fresh proc keys $n"
+grep '^Groups:' /proc/self/status
+echo done`)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir, cmd.Env = w.code, w.env
+	raw, err := cmd.CombinedOutput()
+	out := string(raw)
+	if err != nil || !strings.Contains(out, "done") {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if strings.Contains(out, "LEAK") {
+		t.Errorf("a mask was undone:\n%s", out)
+	}
+	if !strings.Contains(out, "Groups:\t\n") && !strings.Contains(out, "Groups:\t \n") {
+		t.Errorf("the sandbox has supplementary groups (sbx's own, host groups):\n%s", out)
+	}
+}
+
+// TestDoctorReportsLayers checks `sbx doctor` reports each layer from a real
+// sandbox: the host uid the kernel mapped, the masks a command saw.
+func TestDoctorReportsLayers(t *testing.T) {
+	w := newWorld(t)
+	r := w.sbx(t, w.code, "doctor", "--backend", "local")
+	m := regexp.MustCompile(`(?m)^ok   uid mapping: sandbox uid 1000 is host uid (\d+) `).FindStringSubmatch(r.stdout)
+	if m == nil {
+		t.Fatalf("no active uid mapping reported:\n%s%s", r.stdout, r.stderr)
+	}
+	if host, _ := strconv.Atoi(m[1]); host == 0 || (os.Getuid() != 0 && host != os.Getuid()) {
+		t.Fatalf("doctor reports host uid %d (sbx runs as %d):\n%s", host, os.Getuid(), r.stdout)
+	}
+	if !regexp.MustCompile(`(?m)^ok   /proc masking: \d+ paths read-only or masked`).MatchString(r.stdout) {
+		t.Errorf("/proc masking not reported active:\n%s", r.stdout)
+	}
+	for _, name := range []string{"seccomp", "Landlock", "cgroups"} {
+		if !regexp.MustCompile(`(?m)^(ok  |FAIL) ` + name + `: \S`).MatchString(r.stdout) {
+			t.Errorf("no %s line with a detail:\n%s", name, r.stdout)
+		}
 	}
 }
