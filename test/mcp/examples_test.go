@@ -82,13 +82,17 @@ func TestExampleClaudeSettings(t *testing.T) {
 
 func TestExampleCodex(t *testing.T) {
 	var cfg struct {
-		Features struct {
+		SandboxMode    string `toml:"sandbox_mode"`
+		ApprovalPolicy string `toml:"approval_policy"`
+		Features       struct {
 			ShellTool *bool `toml:"shell_tool"`
+			ViewImage *bool `toml:"view_image"`
 		} `toml:"features"`
 		MCPServers map[string]struct {
 			serverEntry
-			StartupTimeoutSec int `toml:"startup_timeout_sec"`
-			ToolTimeoutSec    int `toml:"tool_timeout_sec"`
+			StartupTimeoutSec        int    `toml:"startup_timeout_sec"`
+			ToolTimeoutSec           int    `toml:"tool_timeout_sec"`
+			DefaultToolsApprovalMode string `toml:"default_tools_approval_mode"`
 		} `toml:"mcp_servers"`
 	}
 	md, err := toml.DecodeFile("../../examples/codex/config.toml", &cfg)
@@ -101,9 +105,20 @@ func TestExampleCodex(t *testing.T) {
 	if cfg.Features.ShellTool == nil || *cfg.Features.ShellTool {
 		t.Fatal("[features] shell_tool is not false")
 	}
+	if cfg.Features.ViewImage == nil || *cfg.Features.ViewImage {
+		t.Fatal("[features] view_image (reads host files) is not false")
+	}
+	// Codex's apply_patch cannot be removed; this pair makes Codex refuse
+	// its writes (TestSetupCodex drives it).
+	if cfg.SandboxMode != "read-only" || cfg.ApprovalPolicy != "never" {
+		t.Fatalf("sandbox_mode %q, approval_policy %q: want read-only and never", cfg.SandboxMode, cfg.ApprovalPolicy)
+	}
 	sbx, ok := cfg.MCPServers["sbx"]
 	if !ok {
 		t.Fatal("no [mcp_servers.sbx]")
+	}
+	if sbx.DefaultToolsApprovalMode != "approve" {
+		t.Fatal(`mcp_servers.sbx.default_tools_approval_mode is not "approve": approval "never" refuses sbx's tools`)
 	}
 	if sbx.StartupTimeoutSec < 10 || sbx.ToolTimeoutSec < 600 {
 		t.Fatalf("timeouts %d s to start, %d s per tool: want >= 10 and >= 600 (bash allows 600 s)", sbx.StartupTimeoutSec, sbx.ToolTimeoutSec)

@@ -198,7 +198,7 @@ func TestSetupFailsClosed(t *testing.T) {
 	}
 }
 
-// TestSetupCodex: sbx setup codex on the example config, checked with the
+// TestSetupCodex: sbx setup codex on the old example config, checked with the
 // real Codex CLI: prompt-input lists mcp__sbx and no shell or image tool of
 // Codex's own; idempotent; --undo restores the file byte for byte.
 // Then the attack: a model (a local stand-in for the Responses API) makes
@@ -206,10 +206,8 @@ func TestSetupFailsClosed(t *testing.T) {
 // file appears; after setup Codex refuses and the host is untouched.
 func TestSetupCodex(t *testing.T) {
 	w := newSetupWorld(t, true)
-	example, err := os.ReadFile("../../examples/codex/config.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The example config before issue 11: Codex's shell off, sbx registered.
+	example := []byte("[features]\nshell_tool = false\n\n[mcp_servers.sbx]\ncommand = \"sbx-mcp\"\nargs = [\"--idle-ttl\", \"2h\"]\nstartup_timeout_sec = 20\ntool_timeout_sec = 660\n")
 	cfg := filepath.Join(w.home, ".codex", "config.toml")
 	os.MkdirAll(filepath.Dir(cfg), 0o755)
 	if err := os.WriteFile(cfg, example, 0o644); err != nil {
@@ -245,6 +243,17 @@ func TestSetupCodex(t *testing.T) {
 	if code != 0 || readOrMissing(cfg) != string(example) {
 		t.Fatalf("undo: exit %d\n%s\nconfig now:\n%s", code, out, readOrMissing(cfg))
 	}
+	// The example as it is now needs no change and passes the check.
+	current, err := os.ReadFile("../../examples/codex/config.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(cfg, current, 0o644)
+	out, code = w.sbx("setup", "codex")
+	if code != 0 || !strings.Contains(out, "unchanged:") || readOrMissing(cfg) != string(current) {
+		t.Fatalf("setup codex on examples/codex/config.toml: exit %d\n%s", code, out)
+	}
+	w.sbx("setup", "codex", "--undo")
 }
 
 // codexApplyPatch runs `codex exec` against a local Responses API that
