@@ -205,7 +205,9 @@ func parseMountinfo(raw []byte) []mountEntry {
 	sc := bufio.NewScanner(bytes.NewReader(raw))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		f := strings.Fields(sc.Text())
+		// Fields are separated by single spaces; anything else (a form feed,
+		// a non-breaking space) is part of a name.
+		f := strings.Split(sc.Text(), " ")
 		if len(f) < 6 {
 			continue
 		}

@@ -72,6 +72,8 @@ func probeScript() string {
 		fmt.Fprintf(&s, "for f in %s; do [ -e \"$f\" ] && echo \"$f\"; done\n", p)
 	}
 	s.WriteString("echo '## workspace'; touch probe && echo writable\n")
+	// /dev is a writable tmpfs: only Landlock refuses a new file there.
+	s.WriteString("echo '## landlock'; if touch /dev/.sbx-probe 2>/dev/null; then rm -f /dev/.sbx-probe; echo unrestricted; else echo refused; fi\n")
 	s.WriteString("echo '## end'\n")
 	return s.String()
 }
@@ -159,16 +161,48 @@ func procLayer(secs map[string]string) Layer {
 	return l
 }
 
-// seccompLayer says whether commands run under sbx's syscall filter.
+// seccompLayer says whether commands run under sbx's syscall filter: the
+// kernel's own word (Seccomp: 2 in the command's status), with the filter's
+// size.
 func seccompLayer(secs map[string]string) Layer {
-	// K2: fill in (secs["status"] is the command's /proc/self/status).
-	return Layer{Name: "seccomp", Detail: "not installed"}
+	l := Layer{Name: "seccomp"}
+	mode, filters := "", ""
+	for _, line := range strings.Split(secs["status"], "\n") {
+		if v, ok := strings.CutPrefix(line, "Seccomp:"); ok {
+			mode = strings.TrimSpace(v)
+		} else if v, ok := strings.CutPrefix(line, "Seccomp_filters:"); ok {
+			filters = strings.TrimSpace(v)
+		}
+	}
+	_, detail := SeccompLayer()
+	if mode != "2" {
+		l.Detail = fmt.Sprintf("commands run without a syscall filter (Seccomp: %q); %s", mode, detail)
+		return l
+	}
+	l.Active = true
+	l.Detail = detail
+	if filters != "" {
+		l.Detail += "; " + filters + " filter(s) on a command"
+	}
+	return l
 }
 
-// landlockLayer says whether commands run under sbx's Landlock ruleset.
+// landlockLayer says whether commands run under sbx's Landlock ruleset: the
+// probe's new file in /dev (a writable tmpfs) is refused only by it.
 func landlockLayer(secs map[string]string) Layer {
-	// K2: fill in
-	return Layer{Name: "Landlock", Detail: "not installed"}
+	l := Layer{Name: "Landlock"}
+	ok, detail := LandlockLayer()
+	refused := strings.Contains(secs["landlock"], "refused")
+	switch {
+	case ok && refused:
+		l.Active = true
+		l.Detail = detail
+	case ok:
+		l.Detail = "the kernel has Landlock but a command could write outside the sandbox's writable mounts (a new file in /dev)"
+	default:
+		l.Detail = detail
+	}
+	return l
 }
 
 func cgroupLayer(st state) Layer {
