@@ -32,6 +32,9 @@ func (w *walker) hostCommand(dir location, c *Cmd, assigns []*syntax.Assign) *re
 	if len(assigns) > 0 {
 		return refuse("env prefixes are accepted only on git commands")
 	}
+	if r := w.checkPathArgs(dir, c.Words[len(best):]); r != nil {
+		return r
+	}
 	c.Kind, c.Args, c.Prefix = KindHost, c.Words, strings.Join(best, " ")
 	w.matched = append(w.matched, c.Prefix)
 	return nil

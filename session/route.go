@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sbx-sh/sbx/hostrun"
+	"github.com/sbx-sh/sbx/internal/escape"
 	"github.com/sbx-sh/sbx/router"
 	"github.com/sbx-sh/sbx/sandbox"
 	sbxsync "github.com/sbx-sh/sbx/sync"
@@ -81,7 +82,7 @@ func (s *Session) runOnHost(ctx context.Context, sb sandbox.Sandbox, d router.De
 	// quarantine, so say so loudly.
 	for _, p := range rep2.ProtectedPushed {
 		s.mu.Lock()
-		s.note(fmt.Sprintf("the host command changed %s, a file host tools trust (agent or editor settings, hooks); it did not pass through sbx's quarantine: review it", p))
+		s.note(fmt.Sprintf("the host command changed %s, a file host tools trust (agent or editor settings, hooks); it did not pass through sbx's quarantine: review it", escape.Name(p)))
 		s.mu.Unlock()
 	}
 	rep.Pushed += rep2.Pushed

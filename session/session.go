@@ -26,6 +26,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sbx-sh/sbx/internal/escape"
 	"github.com/sbx-sh/sbx/router"
 	"github.com/sbx-sh/sbx/sandbox"
 	sbxsync "github.com/sbx-sh/sbx/sync"
@@ -94,6 +95,7 @@ type Session struct {
 	stubs      []sbxsync.HelperFile
 	jobs       map[*Job]context.CancelFunc
 
+	hooks         hooksState // the host's core.hooksPath, for the sync
 	warnedRefused bool
 	notices       []string
 	closed        bool
@@ -173,6 +175,7 @@ func (s *Session) newInfo() Info {
 }
 
 func (s *Session) note(msg string) {
+	msg = escape.Line(msg) // notes name sandbox-chosen paths; they reach terminals
 	s.m.log.Warn(msg)
 	s.notices = append(s.notices, msg)
 }
@@ -389,6 +392,7 @@ func (s *Session) syncOnly(ctx context.Context, sb sandbox.Sandbox) (sbxsync.Rep
 // in with it, the sandbox's come back with its end.
 func (s *Session) roundTrip(ctx context.Context, sb sandbox.Sandbox, cmd *sandbox.Cmd) (sandbox.Result, sbxsync.Report, error) {
 	begun := time.Now()
+	s.refreshHooks(ctx)
 	round, rep, err := s.sync.Begin()
 	if err != nil {
 		return sandbox.Result{}, rep, fmt.Errorf("%w: %v", ErrSync, err)

@@ -187,3 +187,22 @@ func equal(a, b []string) bool {
 	}
 	return true
 }
+
+// SetHooks replaces the hooks directories of the code dir at index i (as
+// HostDir.Hooks): the session calls it when the host's git config changed.
+func (h *Host) SetHooks(i int, hooks []string) error {
+	if i < 0 || i >= len(h.dirs) {
+		return fmt.Errorf("no code dir %d", i)
+	}
+	d := h.dirs[i]
+	prot := d.cfg.Protected
+	if prot == nil {
+		prot = DefaultProtected
+	}
+	pm, err := newProtectedSet(prot, hooks)
+	if err != nil {
+		return fmt.Errorf("%s: %w", d.cfg.Path, err)
+	}
+	d.cfg.Hooks, d.protected = hooks, pm
+	return nil
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/sbx-sh/sbx/internal/escape"
 	"github.com/sbx-sh/sbx/router"
 	"github.com/sbx-sh/sbx/session"
 	sbxsync "github.com/sbx-sh/sbx/sync"
@@ -148,7 +149,7 @@ func (p *Sessions) bash(ctx context.Context, req *mcp.CallToolRequest, in BashIn
 	if syncErr != nil {
 		// The command ran, but the host does not have what it did.
 		result.IsError = true
-		result.Content = append(result.Content, &mcp.TextContent{Text: syncErr.Error()})
+		result.Content = append(result.Content, &mcp.TextContent{Text: escape.Line(syncErr.Error())})
 	}
 	return result, so, nil
 }
@@ -161,10 +162,10 @@ func syncText(rep sbxsync.Report) string {
 		b.WriteString(r.Error())
 	}
 	for _, c := range rep.Conflicts {
-		fmt.Fprintf(&b, "\nConflict: %s changed on the host and in the sandbox; the host's version stays, the sandbox's is in %s%s", c, c, sbxsync.ConflictSuffix)
+		fmt.Fprintf(&b, "\nConflict: %s changed on the host and in the sandbox; the host's version stays, the sandbox's is in %s", escape.Name(c), escape.Name(c+sbxsync.ConflictSuffix))
 	}
 	for _, q := range rep.Quarantined {
-		fmt.Fprintf(&b, "\nQuarantined: %s is a file host tools trust; the sandbox's change waits under %s for the user to review (sbx accept)", q, sbxsync.QuarantineDir)
+		fmt.Fprintf(&b, "\nQuarantined: %s is a file host tools trust; the sandbox's change waits under %s for the user to review (sbx accept)", escape.Name(q), sbxsync.QuarantineDir)
 	}
 	return b.String()
 }

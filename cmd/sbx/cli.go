@@ -18,6 +18,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sbx-sh/sbx/config"
+	"github.com/sbx-sh/sbx/internal/escape"
 	"github.com/sbx-sh/sbx/internal/version"
 	"github.com/sbx-sh/sbx/local"
 	"github.com/sbx-sh/sbx/router"
@@ -132,7 +133,8 @@ func clusterFlag(args []string) (rest []string, ok bool) {
 
 // fail prints a one-line reason (and an optional hint) and returns 125.
 func (c *cli) fail(err error, hint ...string) int {
-	fmt.Fprintf(c.stderr, "sbx: error: %v\n", err)
+	// Errors can carry sandbox-chosen names (a file system error's path).
+	fmt.Fprintf(c.stderr, "sbx: error: %s\n", escape.Line(err.Error()))
 	for _, h := range hint {
 		fmt.Fprintf(c.stderr, "sbx: hint: %s\n", h)
 	}
@@ -326,10 +328,10 @@ func reportSync(w io.Writer, rep sbxsync.Report) {
 		fmt.Fprintf(w, "sbx: not brought back: %s\n", ref.Error())
 	}
 	for _, c := range rep.Conflicts {
-		fmt.Fprintf(w, "sbx: conflict: changed on both sides; the host's version stays, the sandbox's is in %s\n", c)
+		fmt.Fprintf(w, "sbx: conflict: changed on both sides; the host's version stays, the sandbox's is in %s\n", escape.Name(c))
 	}
 	for _, q := range rep.Quarantined {
-		fmt.Fprintf(w, "sbx: quarantined: %s: the sandbox changed a file host tools trust; review it under %s and apply it with sbx accept\n", q, sbxsync.QuarantineDir)
+		fmt.Fprintf(w, "sbx: quarantined: %s: the sandbox changed a file host tools trust; review it under %s and apply it with sbx accept\n", escape.Name(q), sbxsync.QuarantineDir)
 	}
 }
 
@@ -556,7 +558,7 @@ func (c *cli) accept(args []string) int {
 			}
 			if !want {
 				if len(names) == 0 {
-					fmt.Fprintf(c.stdout, "%s (review %s)\n", filepath.Join(d, rel), filepath.Join(d, sbxsync.QuarantineDir, rel))
+					fmt.Fprintf(c.stdout, "%s (review %s)\n", escape.Name(filepath.Join(d, rel)), escape.Name(filepath.Join(d, sbxsync.QuarantineDir, rel)))
 				}
 				continue
 			}
@@ -564,7 +566,7 @@ func (c *cli) accept(args []string) int {
 				return c.fail(err)
 			}
 			applied++
-			fmt.Fprintf(c.stdout, "accepted %s\n", filepath.Join(d, rel))
+			fmt.Fprintf(c.stdout, "accepted %s\n", escape.Name(filepath.Join(d, rel)))
 		}
 	}
 	if len(names) > 0 && applied < len(names) {

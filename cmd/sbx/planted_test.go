@@ -1,0 +1,207 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Attacks of issue 10, section 3 ("nothing the host runs is planted"), each
+// run from a real sandboxed command through the real sbx binary.
+
+// gitWorld is a world whose code dir is a real git repository with one
+// commit, for attacks on what the host's git runs.
+func gitWorld(t *testing.T) *world {
+	t.Helper()
+	w := newWorld(t)
+	os.RemoveAll(filepath.Join(w.code, ".git"))
+	w.git(t, "init", "-q", "-b", "main")
+	w.git(t, "add", "README")
+	w.git(t, "commit", "-q", "-m", "one")
+	return w
+}
+
+// git runs the host's git in the code dir as the user would, with hooks on.
+func (w *world) git(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = w.code
+	cmd.Env = append(append([]string{}, w.env...), "GIT_AUTHOR_NAME=u", "GIT_AUTHOR_EMAIL=u@example.com",
+		"GIT_COMMITTER_NAME=u", "GIT_COMMITTER_EMAIL=u@example.com", "GIT_EDITOR=true")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("host git %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+func absent(t *testing.T, p, what string) {
+	t.Helper()
+	if _, err := os.Lstat(p); err == nil {
+		t.Fatalf("%s: %s exists on the host", what, p)
+	}
+}
+
+// TestPlantedHookInHooksPath: with the host's core.hooksPath naming a
+// directory in the code dir, a hook the sandbox writes there waits in
+// quarantine, and the user's next git commit runs nothing. The second
+// directory's name is in no default list: only the host's git config says
+// it holds hooks.
+func TestPlantedHookInHooksPath(t *testing.T) {
+	for _, hooksPath := range []string{".githooks", "ci/git-hooks"} {
+		t.Run(hooksPath, func(t *testing.T) {
+			w := gitWorld(t)
+			w.git(t, "config", "core.hooksPath", hooksPath)
+			marker := filepath.Join(w.home, "pwned")
+			r := w.sbx(t, w.code, "exec", "--", "mkdir -p "+hooksPath+" && printf '#!/bin/sh\\ntouch "+marker+"\\n' > "+hooksPath+"/pre-commit && chmod +x "+hooksPath+"/pre-commit")
+			if r.code != 0 {
+				t.Fatalf("exec: %d %q", r.code, r.stderr)
+			}
+			absent(t, filepath.Join(w.code, hooksPath, "pre-commit"), "the planted hook")
+			if !strings.Contains(r.stderr, "quarantined: "+filepath.Join(w.code, hooksPath, "pre-commit")) {
+				t.Fatalf("quarantine not reported: %q", r.stderr)
+			}
+			w.git(t, "commit", "-q", "--allow-empty", "-m", "two")
+			absent(t, marker, "the hook ran at git commit")
+			if r := w.sbx(t, w.code, "accept"); !strings.Contains(r.stdout, filepath.Join(w.code, hooksPath, "pre-commit")) {
+				t.Fatalf("sbx accept does not list the hook: %q %q", r.stdout, r.stderr)
+			}
+		})
+	}
+}
+
+// TestPlantedRebaseExec: a rebase stopped in the sandbox with an exec line
+// added to its todo list does not reach the host: the user's git rebase
+// --continue finds no rebase, and runs nothing.
+func TestPlantedRebaseExec(t *testing.T) {
+	w := gitWorld(t)
+	os.WriteFile(filepath.Join(w.code, "b"), []byte("b\n"), 0o644)
+	w.git(t, "add", "b")
+	w.git(t, "commit", "-q", "-m", "two")
+	marker := filepath.Join(w.home, "pwned")
+	r := w.sbx(t, w.code, "exec", "--",
+		"export GIT_AUTHOR_NAME=u GIT_AUTHOR_EMAIL=u@e GIT_COMMITTER_NAME=u GIT_COMMITTER_EMAIL=u@e; "+
+			"GIT_SEQUENCE_EDITOR=\"sed -i '1i break'\" git rebase -q -i HEAD~1 && echo 'exec touch "+marker+"' >> .git/rebase-merge/git-rebase-todo && test -d .git/rebase-merge")
+	if r.code != 0 {
+		t.Fatalf("exec: %d %q", r.code, r.stderr)
+	}
+	absent(t, filepath.Join(w.code, ".git/rebase-merge"), "the sandbox's rebase state")
+	if !strings.Contains(r.stderr, "quarantined: "+filepath.Join(w.code, ".git/rebase-merge/git-rebase-todo")) {
+		t.Fatalf("quarantine not reported: %q", r.stderr)
+	}
+	cmd := exec.Command("git", "rebase", "--continue")
+	cmd.Dir, cmd.Env = w.code, append(append([]string{}, w.env...), "GIT_EDITOR=true")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("git rebase --continue found a rebase on the host: %s", out)
+	}
+	absent(t, marker, "the exec line ran at git rebase --continue")
+}
+
+// TestPlantedProtectedNames: protected names at any depth and in any case,
+// and .git in other spellings, never land on the host.
+func TestPlantedProtectedNames(t *testing.T) {
+	w := newWorld(t)
+	quarantined := []string{"pkg/.claude/settings.json", "sub/.envrc", "pkg/.mcp.json", ".CLAUDE/settings.json",
+		".pre-commit-config.yaml", "lefthook.yml", ".gemini/settings.json", ".windsurf/mcp.json", ".zed/tasks.json",
+		"web/.npmrc", ".yarnrc.yml", "sub/.Envrc"}
+	refused := []string{".GIT/hooks/x", ".Git/config", "sub/.GIT/config"}
+	var script []string
+	for _, f := range append(append([]string{}, quarantined...), refused...) {
+		script = append(script, "mkdir -p "+filepath.Dir(f)+" && echo planted > "+f)
+	}
+	r := w.sbx(t, w.code, "exec", "--", strings.Join(script, " && "))
+	if r.code != 0 {
+		t.Fatalf("exec: %d %q", r.code, r.stderr)
+	}
+	for _, f := range quarantined {
+		absent(t, filepath.Join(w.code, f), "a protected file")
+		if !strings.Contains(r.stderr, "quarantined: "+filepath.Join(w.code, f)) {
+			t.Errorf("%s: quarantine not reported: %q", f, r.stderr)
+		}
+	}
+	for _, f := range refused {
+		absent(t, filepath.Join(w.code, f), "a .git spelling")
+		if !strings.Contains(r.stderr, "not brought back: "+filepath.Join(w.code, f)) {
+			t.Errorf("%s: refusal not reported: %q", f, r.stderr)
+		}
+	}
+}
+
+// TestPlantedLinkThroughOwnLink: a symlink whose target leaves the code dir
+// through another link of the tree stays in the sandbox.
+func TestPlantedLinkThroughOwnLink(t *testing.T) {
+	w := newWorld(t)
+	os.Symlink(w.home, filepath.Join(w.code, "myhome")) // the user's own link
+	r := w.sbx(t, w.code, "exec", "--", "ln -s . U && ln -s U/U/U/U/../../../../outside/secret keylink && ln -s myhome/.ssh/id_ed25519 key2 && ln -s z/z/z/z/../../../../etc/shadow a && ln -s . z")
+	if r.code != 0 {
+		t.Fatalf("exec: %d %q", r.code, r.stderr)
+	}
+	for _, l := range []string{"keylink", "key2", "a"} {
+		absent(t, filepath.Join(w.code, l), "a link leaving the code dir")
+		if !strings.Contains(r.stderr, "not brought back: "+filepath.Join(w.code, l)) {
+			t.Errorf("%s: refusal not reported: %q", l, r.stderr)
+		}
+	}
+	if fi, err := os.Lstat(filepath.Join(w.code, "U")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the harmless link U did not come back: %v", err)
+	}
+}
+
+// TestSandboxNamesPrintedEscaped: a file name with terminal escape sequences
+// reaches the user's terminal escaped, in the "not brought back" and the
+// "quarantined" lines and in sbx accept's listing.
+func TestSandboxNamesPrintedEscaped(t *testing.T) {
+	w := newWorld(t)
+	r := w.sbx(t, w.code, "exec", "--", `mkdir -p .claude .git/hooks && touch ".claude/$(printf 'a\033]52;c;ZXZpbA==\007b')" ".git/hooks/$(printf 'c\033[2Jd')"`)
+	if r.code != 0 {
+		t.Fatalf("exec: %d %q", r.code, r.stderr)
+	}
+	if strings.ContainsAny(r.stderr, "\x1b\x07") {
+		t.Fatalf("raw escape sequence on the terminal: %q", r.stderr)
+	}
+	for _, want := range []string{`quarantined: "` + w.code + `/.claude/a\x1b]52;c;ZXZpbA==\ab"`, `not brought back: "` + w.code + `/.git/hooks/c\x1b[2Jd"`} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("missing %s in %q", want, r.stderr)
+		}
+	}
+	r = w.sbx(t, w.code, "accept")
+	if strings.ContainsAny(r.stdout+r.stderr, "\x1b\x07") || !strings.Contains(r.stdout, `a\x1b]52;c;ZXZpbA==\ab`) {
+		t.Fatalf("sbx accept: %q %q", r.stdout, r.stderr)
+	}
+}
+
+// TestHostCommandPathArguments: a listed non-git host command whose
+// argument names a file outside the code dirs runs in the sandbox (where it
+// is a stub), not on the host. A fake gh on the host's PATH records whether
+// it ran.
+func TestHostCommandPathArguments(t *testing.T) {
+	w := newWorld(t)
+	bin := tempDir(t)
+	ran := filepath.Join(w.home, "gh-ran")
+	os.WriteFile(filepath.Join(bin, "gh"), []byte("#!/bin/sh\necho \"$@\" >> "+ran+"\n"), 0o755)
+	os.Chmod(bin, 0o755)
+	env := []string{"PATH=" + bin + ":" + os.Getenv("PATH")}
+	os.WriteFile(filepath.Join(w.code, "notes.md"), []byte("body\n"), 0o644)
+	r := w.sbxEnv(t, w.code, env, "exec", "--host-command", "gh pr create", "--", "gh pr create --body-file notes.md")
+	if r.code != 0 {
+		t.Fatalf("control: a file in the code dir: %d %q", r.code, r.stderr)
+	}
+	if b, _ := os.ReadFile(ran); !strings.Contains(string(b), "notes.md") {
+		t.Fatalf("control: the host gh did not run: %q", b)
+	}
+	os.Remove(ran)
+	for _, arg := range []string{"--body-file /etc/passwd", "--body-file=/etc/passwd", "-F/etc/passwd", "--body-file ../../etc/passwd",
+		"-F @/etc/passwd", "--body-file ~/.ssh/id_ed25519", "--body-file .git/config"} {
+		r := w.sbxEnv(t, w.code, env, "exec", "--host-command", "gh pr create", "--", "gh pr create "+arg)
+		if r.code != 97 {
+			t.Errorf("%s: exit %d, want the sandbox stub's 97: %q", arg, r.code, r.stderr)
+		}
+		if _, err := os.Stat(ran); err == nil {
+			b, _ := os.ReadFile(ran)
+			t.Fatalf("%s: gh ran on the host with %q", arg, b)
+		}
+	}
+}

@@ -1,0 +1,189 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/sbx-sh/sbx/hostenv"
+	"github.com/sbx-sh/sbx/hostrun"
+)
+
+// The host's git runs hooks from its effective core.hooksPath. When that
+// names a directory inside a code dir (core.hooksPath=.githooks, husky's
+// .husky/_), a hook the sandbox wrote there would run at the user's next
+// git commit: the pull-back quarantines that directory (sync.HostDir.Hooks).
+// The value is read from the host's own git, as git itself resolves it
+// (system, global, repository and worktree config, includes, ~): sync stays
+// free of exec, and a parser of ours could disagree with git.
+
+// hooksState is what the session last read, with the stat fingerprint of the
+// config files it came from: reading costs a git process, a stat costs
+// microseconds, so git runs again only when a config file changed.
+type hooksState struct {
+	fingerprint string
+	gitDirs     []string   // the repositories' git dirs, whose config counts
+	hooks       [][]string // per code dir, as sync.HostDir.Hooks
+}
+
+// refreshHooks gives the sync the hooks directories of the host's git
+// config, reading them again when a config file changed since the last read.
+// A failure to read them is a notice, not an error: the default protected
+// list still holds .githooks/ and .husky/.
+func (s *Session) refreshHooks(ctx context.Context) {
+	fp := hooksFingerprint(s.params.CodeDirs, s.hooks.gitDirs)
+	if fp == s.hooks.fingerprint && s.hooks.hooks != nil {
+		return
+	}
+	hooks, gitDirs, err := readHooks(ctx, s.params.CodeDirs)
+	if err != nil {
+		s.m.log.Warn("read the host's core.hooksPath", "err", err)
+	}
+	s.hooks.gitDirs = gitDirs
+	s.hooks.fingerprint = hooksFingerprint(s.params.CodeDirs, gitDirs)
+	s.hooks.hooks = hooks
+	for i, h := range hooks {
+		if err := s.sync.SetHooks(i, h); err != nil {
+			s.m.log.Warn("quarantine the host's hooks directory", "err", err)
+		}
+	}
+}
+
+// readHooks asks the host's git, in each code dir, where it runs hooks from,
+// and places the answer inside the code dirs: hooks[i] lists the directories
+// relative to code dir i (a hooks path inside another code dir counts there;
+// one through a symlink counts at both its spelling and its target).
+func readHooks(ctx context.Context, codeDirs []string) (hooks [][]string, gitDirs []string, err error) {
+	hooks = make([][]string, len(codeDirs))
+	env := hostrun.Environ(os.Environ(), codeDirs)
+	git := lookPath("git", env)
+	if git == "" {
+		return hooks, nil, fmt.Errorf("no git on the host's PATH (without the code dirs)")
+	}
+	var errs []string
+	for _, d := range codeDirs {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		cmd := exec.CommandContext(ctx, git, "-c", "safe.bareRepository=explicit", "-c", "core.fsmonitor=false",
+			"rev-parse", "--path-format=absolute", "--git-path", "hooks", "--git-common-dir", "--git-dir")
+		cmd.Dir, cmd.Env, cmd.Stdin = d, env, nil
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		cancel()
+		if err != nil {
+			if !strings.Contains(stderr.String(), "not a git repository") {
+				errs = append(errs, fmt.Sprintf("%s: git rev-parse --git-path hooks: %v: %s", d, err, strings.TrimSpace(stderr.String())))
+			}
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+		if len(lines) != 3 {
+			errs = append(errs, fmt.Sprintf("%s: git rev-parse printed %q", d, out))
+			continue
+		}
+		gitDirs = append(gitDirs, lines[1], lines[2])
+		places := []string{filepath.Clean(lines[0])}
+		if real, err := filepath.EvalSymlinks(lines[0]); err == nil && real != places[0] {
+			places = append(places, real)
+		}
+		for _, h := range places {
+			for i, cd := range codeDirs {
+				if rel, ok := inside(cd, h); ok && !inGitDir(rel) && !contains(hooks[i], rel) {
+					hooks[i] = append(hooks[i], rel)
+				}
+				if real, err := filepath.EvalSymlinks(cd); err == nil && real != cd {
+					if rel, ok := inside(real, h); ok && !inGitDir(rel) && !contains(hooks[i], rel) {
+						hooks[i] = append(hooks[i], rel)
+					}
+				}
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return hooks, gitDirs, fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return hooks, gitDirs, nil
+}
+
+// inside returns p relative to dir (slash-separated, "." for dir itself).
+func inside(dir, p string) (string, bool) {
+	rel, err := filepath.Rel(dir, p)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
+		return "", false
+	}
+	return filepath.ToSlash(rel), true
+}
+
+// inGitDir: the default hooks directory (.git/hooks) never comes back from
+// the sandbox at all.
+func inGitDir(rel string) bool { return rel == ".git" || strings.HasPrefix(rel, ".git/") }
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// hooksFingerprint is the size, mtime and mode of every file git reads
+// config from for these code dirs (system, global, each repository's config
+// and config.worktree) and of each code dir's .git: a change to any of them
+// reads core.hooksPath again. Files named by include.path are not in it
+// (see docs/security.md).
+func hooksFingerprint(codeDirs, gitDirs []string) string {
+	files := append([]string{"/etc/gitconfig"}, hostenv.GlobalConfigPaths()...)
+	if p := os.Getenv("GIT_CONFIG_SYSTEM"); p != "" {
+		files = append(files, p)
+	}
+	for _, d := range codeDirs {
+		files = append(files, filepath.Join(d, ".git"))
+	}
+	for _, g := range gitDirs {
+		files = append(files, filepath.Join(g, "config"), filepath.Join(g, "config.worktree"))
+	}
+	var b strings.Builder
+	for _, f := range files {
+		fi, err := os.Stat(f)
+		if err != nil {
+			fmt.Fprintf(&b, "%s:-;", f)
+			continue
+		}
+		fmt.Fprintf(&b, "%s:%d:%d:%v;", f, fi.Size(), fi.ModTime().UnixNano(), fi.Mode())
+	}
+	return b.String()
+}
+
+// lookPath finds name on the PATH of env (the sanitized one, which holds no
+// code dir), not on this process's.
+func lookPath(name string, env []string) string {
+	path := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	names := []string{name}
+	if runtime.GOOS == "windows" {
+		names = append(names, name+".exe")
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if !filepath.IsAbs(dir) {
+			continue
+		}
+		for _, n := range names {
+			p := filepath.Join(dir, n)
+			if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && (runtime.GOOS == "windows" || fi.Mode()&0o111 != 0) {
+				return p
+			}
+		}
+	}
+	return ""
+}
