@@ -5,6 +5,7 @@ package local
 import (
 	"fmt"
 	"runtime"
+	"sort"
 	"unsafe"
 
 	"golang.org/x/net/bpf"
@@ -136,30 +137,18 @@ func seccompProgram() ([]bpf.Instruction, int) {
 			bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: x32Bit, SkipTrue: 0, SkipFalse: 1},
 			bpf.RetConstant{Val: retEPERM})
 	}
-	rules := 0
-	deny := func(nr, ret uint32) {
-		p = append(p, bpf.JumpIf{Cond: bpf.JumpEqual, Val: nr, SkipFalse: 1}, bpf.RetConstant{Val: ret})
-		rules++
+	// Each rule is a syscall number and what to run when it matches (a
+	// return, or an argument check that returns). They are searched as a
+	// balanced tree on the number, so an allowed call, the common case,
+	// costs about log2(rules) compares rather than one per rule.
+	var rules []seccompRule
+	for _, s := range append(append([]sysName(nil), deniedSyscalls...), archDeniedSyscalls...) {
+		rules = append(rules, seccompRule{s.nr, []bpf.Instruction{bpf.RetConstant{Val: retEPERM}}})
 	}
-	for _, s := range deniedSyscalls {
-		deny(s.nr, retEPERM)
-	}
-	for _, s := range archDeniedSyscalls {
-		deny(s.nr, retEPERM)
-	}
-	deny(unix.SYS_CLONE3, retNoSys)
-
-	// Argument rules: on a match of the syscall number, load the argument,
-	// decide, and return; else fall through to the next rule. Each block is
-	// built first so the jump over it is known.
-	argRule := func(nr uint32, block []bpf.Instruction) {
-		p = append(p, bpf.JumpIf{Cond: bpf.JumpEqual, Val: nr, SkipFalse: uint8(len(block))})
-		p = append(p, block...)
-		rules++
-	}
-	// Only the low 32 bits are checked: the kernel reads these arguments as
-	// int or unsigned int (clone's and unshare's namespace flags all sit in
-	// the low half).
+	rules = append(rules, seccompRule{unix.SYS_CLONE3, []bpf.Instruction{bpf.RetConstant{Val: retNoSys}}})
+	// Argument rules load the argument, decide and return. Only the low 32
+	// bits are checked: the kernel reads these arguments as int or unsigned
+	// int (clone's and unshare's namespace flags all sit in the low half).
 	flagsRule := func(arg uint32) []bpf.Instruction {
 		return []bpf.Instruction{
 			bpf.LoadAbsolute{Off: offArg0 + 8*arg, Size: 4},
@@ -177,12 +166,44 @@ func seccompProgram() ([]bpf.Instruction, int) {
 		}
 		return append(b, bpf.RetConstant{Val: other}, bpf.RetConstant{Val: match})
 	}
-	argRule(unix.SYS_CLONE, flagsRule(0))
-	argRule(unix.SYS_UNSHARE, flagsRule(0))
-	argRule(unix.SYS_SOCKET, oneOf(0, socketFamilies, retAllow, retEPERM))
-	argRule(unix.SYS_PERSONALITY, oneOf(0, personalities, retAllow, retEPERM))
-	argRule(unix.SYS_IOCTL, oneOf(1, terminalIoctls, retEPERM, retAllow))
-	return append(p, bpf.RetConstant{Val: retAllow}), rules
+	rules = append(rules,
+		seccompRule{unix.SYS_CLONE, flagsRule(0)},
+		seccompRule{unix.SYS_UNSHARE, flagsRule(0)},
+		seccompRule{unix.SYS_SOCKET, oneOf(0, socketFamilies, retAllow, retEPERM)},
+		seccompRule{unix.SYS_PERSONALITY, oneOf(0, personalities, retAllow, retEPERM)},
+		seccompRule{unix.SYS_IOCTL, oneOf(1, terminalIoctls, retEPERM, retAllow)},
+	)
+	sort.Slice(rules, func(i, j int) bool { return rules[i].nr < rules[j].nr })
+	return append(p, ruleTree(rules)...), len(rules)
+}
+
+type seccompRule struct {
+	nr    uint32
+	block []bpf.Instruction // runs when the number matches; always returns
+}
+
+// ruleTree decides among rules (sorted by number, the number in the
+// accumulator): a split on the middle number, down to short linear runs,
+// each ending in "allow". Jumps stay within BPF's 255-instruction reach for
+// tables of this size; bpf.Assemble would not catch a wrapped offset, so the
+// unit test checks every verdict.
+func ruleTree(rules []seccompRule) []bpf.Instruction {
+	if len(rules) <= 3 {
+		var p []bpf.Instruction
+		for _, r := range rules {
+			p = append(p, bpf.JumpIf{Cond: bpf.JumpEqual, Val: r.nr, SkipFalse: uint8(len(r.block))})
+			p = append(p, r.block...)
+		}
+		return append(p, bpf.RetConstant{Val: retAllow})
+	}
+	mid := len(rules) / 2
+	left, right := ruleTree(rules[:mid]), ruleTree(rules[mid:])
+	if len(left) > 255 {
+		panic("seccomp rule tree: jump out of BPF's reach")
+	}
+	p := []bpf.Instruction{bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: rules[mid].nr, SkipTrue: uint8(len(left))}}
+	p = append(p, left...)
+	return append(p, right...)
 }
 
 // installSeccomp loads the filter on every thread of this process. The

@@ -136,6 +136,19 @@ func TestSeccompProgramVerdicts(t *testing.T) {
 			}{"_sysctl", seccompData(a, 156), eperm},
 		)
 	}
+	// Every number in the tables, so that a jump the tree got wrong shows.
+	for _, s := range append(append([]sysName(nil), deniedSyscalls...), archDeniedSyscalls...) {
+		cases = append(cases, struct {
+			name string
+			data []byte
+			want int
+		}{"table: " + s.name, seccompData(a, s.nr), eperm})
+	}
+	for nr := uint32(0); nr < 500; nr++ {
+		if got, _ := vm.Run(seccompData(a, nr)); got != allow && got != eperm && got != enosys {
+			t.Errorf("syscall %d: verdict %#x is none of allow, EPERM, ENOSYS", nr, got)
+		}
+	}
 	for _, c := range cases {
 		got, err := vm.Run(c.data)
 		if err != nil {
