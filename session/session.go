@@ -487,31 +487,44 @@ func (s *Session) command(r Run, trackCwd bool) (*sandbox.Cmd, *cwdReport, strin
 	if shell == "" {
 		shell = "/bin/sh"
 	}
-	if !trackCwd {
-		cmd.Argv = []string{shell, "-c", r.Command}
-		return cmd, cwd, dir
-	}
-	// The trap reports where the shell ended up, so the next command starts
-	// there (a `cd` holds between commands, variables do not). If that
-	// directory is gone, the command runs in the first code dir and says so.
 	fallback := "/"
 	if len(s.params.CodeDirs) > 0 {
 		fallback = s.params.CodeDirs[0]
 	}
 	cmd.Dir = "/"
-	script := `cd -- "$2" 2>/dev/null || { printf 'sbx: %s no longer exists; running in %s\n' "$2" "$3" >&2; cd -- "$3" || exit 1; }
-trap 'pwd -P >&3 2>/dev/null' EXIT
-eval "$1"`
-	cmd.Argv = []string{shell, "-c", script, "sbx", r.Command, dir, fallback}
-	if shell == "/bin/bash" {
-		// An agent's bash tool expects bash; a minimal image (busybox) may
-		// have only sh, which then runs the command.
-		cmd.Argv = []string{"/bin/sh", "-c", `s=$1; shift; if [ -x /bin/bash ]; then exec /bin/bash -c "$s" "$@"; fi; exec /bin/sh -c "$s" "$@"`,
-			"sbx", script, "sbx", r.Command, dir, fallback}
+	track := ""
+	if trackCwd {
+		track = "track"
+		cmd.Fd3 = cwd
 	}
-	cmd.Fd3 = cwd
+	cmd.Argv = []string{"/bin/sh", "-c", shellWrapper, "sbx", r.Command, dir, fallback, shell, track}
 	return cmd, cwd, dir
 }
+
+// shellWrapper runs a command ($1) as `bash -c "$1"` (or `sh -c`) would, so
+// the command's errors read as the shell's own ("bash: line 1: ..."), with
+// the command's own line numbers: $0 is the shell's name and the command
+// text is the whole -c string. It starts in $2, or in $3 when $2 is gone
+// (and says so). $4 is the shell asked for; where the image lacks it (a
+// minimal image such as busybox has no bash) the sh on PATH runs the
+// command. When $5 is "track", an EXIT trap reports where the shell ended
+// on fd 3, so the next command starts there (a cd holds between commands,
+// variables do not): bash gets the trap from BASH_ENV, read from fd 4
+// before the command and then closed and unset, so nothing of it shows in
+// the command's text, errors or environment; another shell, which has no
+// BASH_ENV, gets it on the command's first line, which keeps the line
+// numbers.
+const shellWrapper = `cd -- "$2" 2>/dev/null || { printf 'sbx: %s no longer exists; running in %s\n' "$2" "$3" >&2; cd -- "$3" || exit 1; }
+[ -x "$4" ] || set -- "$1" "$2" "$3" sh "$5"
+[ "$5" = track ] || exec "$4" -c "$1" "${4##*/}"
+if [ "${4##*/}" = bash ]; then
+	exec 4<<'SBX'
+trap 'pwd -P >&3 2>/dev/null' EXIT; unset BASH_ENV; exec 4<&-
+SBX
+	BASH_ENV=/dev/fd/4 exec "$4" -c "$1" bash
+fi
+exec "$4" -c "trap 'pwd -P >&3 2>/dev/null' EXIT; $1" "${4##*/}"
+`
 
 // dropSandbox forgets a sandbox that is gone; the next command claims a new
 // one. Called with mu held.

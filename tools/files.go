@@ -72,12 +72,33 @@ func fileError(path string, code int, stderr string) error {
 		return fmt.Errorf("%s is not readable (permission denied)", path)
 	case exitMkdir:
 		return fmt.Errorf("cannot create the parent directory of %s: %s", path, strings.TrimSpace(stderr))
+	case exitWrite:
+		return fmt.Errorf("cannot write %s: %s", path, shellReason(stderr))
 	}
 	msg := strings.TrimSpace(stderr)
 	if msg == "" {
 		msg = fmt.Sprintf("exit code %d", code)
 	}
 	return fmt.Errorf("%s: %s", path, msg)
+}
+
+// shellReason is the system's reason in a shell's message about a
+// redirection that failed ("sh: 6: cannot create /x: Permission denied",
+// "sh: line 5: can't create /x: ...", "bash: line 6: /x: ..."): the text
+// after the last ": ", which no errno string contains. The rest names the
+// file script's own shell and lines, which mean nothing to the agent.
+func shellReason(stderr string) string {
+	msg := strings.TrimSpace(stderr)
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		msg = msg[:i]
+	}
+	if i := strings.LastIndex(msg, ": "); i >= 0 {
+		msg = msg[i+2:]
+	}
+	if msg == "" {
+		return "the write failed"
+	}
+	return msg
 }
 
 // checkPath accepts absolute paths only, as the tools' contract says.
