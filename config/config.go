@@ -41,6 +41,10 @@ type Config struct {
 	Timeout time.Duration
 	// Memory limits the sandbox's memory in bytes; zero means no limit.
 	Memory int64
+	// Disk limits, in bytes, what one command may bring back to the host
+	// (the pull's total) and the sandbox's workspace on the host disk;
+	// zero means no limit.
+	Disk int64
 	// Pids limits the number of processes in the sandbox; zero means no limit.
 	// The limit counts threads, the sandbox's own init and workers' too
 	// (Go programs, a few threads each), hence MinPids.
@@ -72,6 +76,7 @@ func Defaults() Config {
 		Network:      "none",
 		IdleTTL:      30 * time.Minute,
 		Memory:       4 << 30,
+		Disk:         10 << 30,
 		Pids:         4096,
 		JournalSize:  1 << 30,
 		HostCommands: append([]string(nil), DefaultHostCommands...),
@@ -113,6 +118,7 @@ type fileConfig struct {
 	IdleTTL  *any `toml:"idle_ttl"`
 	Timeout  *any `toml:"timeout"`
 	Memory   *any `toml:"memory"`
+	Disk     *any `toml:"disk"`
 	Pids     *any `toml:"pids"`
 	CodeDirs *any `toml:"code_dirs"`
 	// host_commands in the project's file may only drop entries.
@@ -374,6 +380,16 @@ func applyFile(cfg *Config, path string, trusted bool) error {
 		}
 		cfg.JournalSize = n
 	}
+	if fc.Disk != nil {
+		n, err := sizeValue(*fc.Disk)
+		if err != nil {
+			return fail("disk", err.Error())
+		}
+		if !trusted && !narrower(n, cfg.Disk) {
+			return widen("disk")
+		}
+		cfg.Disk = n
+	}
 	if fc.Pids != nil {
 		n, ok := (*fc.Pids).(int64)
 		if !ok || n < 0 || n > 1<<22 {
@@ -536,6 +552,7 @@ var envKeys = []struct{ name, key string }{
 	{"SBX_IDLE_TTL", "idle_ttl"},
 	{"SBX_TIMEOUT", "timeout"},
 	{"SBX_MEMORY", "memory"},
+	{"SBX_DISK", "disk"},
 	{"SBX_PIDS", "pids"},
 	{"SBX_JOURNAL_SIZE", "journal_size"},
 	{"AGENT_SANDBOX_CODE_DIRS", "code_dirs"},
@@ -600,6 +617,12 @@ func (c *Config) Set(key, v string) error {
 			return err
 		}
 		c.Memory = n
+	case "disk":
+		n, err := ParseSize(v)
+		if err != nil {
+			return err
+		}
+		c.Disk = n
 	case "journal_size":
 		n, err := ParseSize(v)
 		if err != nil {

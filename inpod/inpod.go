@@ -145,7 +145,10 @@ func readFrames(r io.Reader, stdout, stderr, fd3, pull io.Writer) (Exit, error) 
 		}
 		if w != nil {
 			if _, err := w.Write(p); err != nil && hdr[0] == framePull {
-				return Exit{}, err
+				// The host refused the pull (over the disk limit, say): the
+				// rest of it is discarded, and the exit frame still read,
+				// since the sandbox is fine.
+				pull = nil
 			}
 		}
 	}

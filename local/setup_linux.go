@@ -132,6 +132,9 @@ func runSetup() error {
 			return err
 		}
 	}
+	if err := limitFileSize(cfg.Limits.DiskBytes); err != nil {
+		return err
+	}
 	if err := dropPrivileges(); err != nil {
 		return err
 	}

@@ -59,6 +59,10 @@ type Mount struct {
 type Limits struct {
 	MemoryBytes int64 `json:"memory_bytes,omitempty"`
 	Pids        int   `json:"pids,omitempty"`
+	// DiskBytes bounds what one command may bring back to the host and the
+	// sandbox's workspace; a backend may also bound each file by it
+	// (RLIMIT_FSIZE).
+	DiskBytes int64 `json:"disk_bytes,omitempty"`
 }
 
 // Spec describes the sandbox to claim.

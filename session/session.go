@@ -159,6 +159,7 @@ func (m *Manager) Open(ctx context.Context, name string, p Params) (*Session, er
 	if s.sync, err = sbxsync.OpenHost(dir, dirs); err != nil {
 		return nil, fmt.Errorf("session %s: %w", name, err)
 	}
+	s.sync.SetDiskLimit(p.Limits.DiskBytes)
 	if s.sb == nil {
 		s.sync.Reset()
 	}
@@ -414,7 +415,12 @@ func (s *Session) roundTrip(ctx context.Context, sb sandbox.Sandbox, cmd *sandbo
 	pulled := make(chan error, 1)
 	go func() {
 		err := round.ReadPull(pullR)
-		io.Copy(io.Discard, pullR) // a refused stream is drained, not applied
+		if err != nil {
+			// A refused stream is not read on (it may be over the disk
+			// limit): the sandbox's writes to it fail.
+			pullR.CloseWithError(err)
+		}
+		io.Copy(io.Discard, pullR)
 		pulled <- err
 	}()
 	cmd.Sync = &sandbox.SyncIO{Request: req, Push: pushR, Pull: pullW}
@@ -422,7 +428,13 @@ func (s *Session) roundTrip(ctx context.Context, sb sandbox.Sandbox, cmd *sandbo
 	res, xerr := sb.Exec(ctx, cmd)
 	pullW.Close()
 	pushR.Close()
-	perr := <-pulled
+	perr := s.diskError(<-pulled)
+	if perr == nil && xerr == nil {
+		if werr := s.checkWorkspace(); werr != nil {
+			round.Refuse()
+			perr = werr
+		}
+	}
 	t1 := time.Now()
 	defer func() {
 		s.m.log.Debug("round trip", "session", s.name, "begin", t0.Sub(begun), "exec+pull", t1.Sub(t0), "command", res.Duration, "apply", time.Since(t1))

@@ -40,6 +40,7 @@ type Host struct {
 	stateDir string
 	dirs     []*hostDir
 	st       hostState
+	disk     int64 // what one pull may bring back, in bytes (0: no limit); see SetDiskLimit
 	// Journal, when set, keeps every host file a pull-back overwrites or
 	// deletes (see journal.go).
 	Journal *Journal
@@ -338,13 +339,14 @@ func hostLinks(root *os.Root, dir string, targets map[string]string) func(string
 // eachPull reads one patch per code dir from rd, calling fn for each item
 // with the code dir's root.
 func (h *Host) eachPull(rd io.Reader, fn func(*hostDir, *os.Root, map[string]bool, *Item) error) error {
+	lim := h.pullLimits()
 	for _, d := range h.dirs {
 		root, err := os.OpenRoot(d.cfg.Path)
 		if err != nil {
 			return err
 		}
 		links := map[string]bool{}
-		err = ReadPatch(rd, DefaultLimits, func(it *Item) error { return fn(d, root, links, it) })
+		err = ReadPatch(rd, lim, func(it *Item) error { return fn(d, root, links, it) })
 		root.Close()
 		if err != nil {
 			return err

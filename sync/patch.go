@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -16,15 +17,87 @@ import (
 // regular entry with the PAX record SBX.deleted=1). Entries are in Diff's
 // order: parents before children, deletions last.
 
-// Limits bound what a patch reader accepts from the other side.
+// Limits bound what a patch reader accepts from the other side. The host
+// reads the sandbox's pull with PullLimits; the sandbox reads the host's push
+// with DefaultLimits.
 type Limits struct {
-	MaxEntries  int
+	// MaxEntries bounds the entries of one patch.
+	MaxEntries int
+	// MaxFileSize bounds one file's content.
 	MaxFileSize int64
-	MaxTotal    int64
+	// MaxTotal bounds the content bytes of one patch, or of all the patches
+	// read with the same Total.
+	MaxTotal int64
+	// MaxNameBytes bounds the bytes of the paths and symlink targets of one
+	// patch: the reader keeps every path it has seen, to refuse duplicates.
+	MaxNameBytes int64
+	// Total, when set, counts content bytes across the patches read with
+	// these limits (one pull's patches, one per code dir), against MaxTotal.
+	Total *int64
 }
 
+// Bounds of one path in a patch: Linux's PATH_MAX and NAME_MAX. A longer one
+// could not be opened in one system call on the other side anyway.
+const (
+	MaxPathBytes = 4096
+	MaxNameLen   = 255
+)
+
 // DefaultLimits are generous for source trees and still bounded.
-var DefaultLimits = Limits{MaxEntries: 4 << 20, MaxFileSize: 16 << 30, MaxTotal: 256 << 30}
+var DefaultLimits = Limits{MaxEntries: 4 << 20, MaxFileSize: 16 << 30, MaxTotal: 256 << 30, MaxNameBytes: 1 << 30}
+
+// MaxPullEntries bounds the entries of one code dir's pull: the host holds
+// each path of a pull in memory while it checks it (within MaxPullNameBytes).
+const (
+	MaxPullEntries   = 1 << 20
+	MaxPullNameBytes = 256 << 20
+)
+
+// PullLimits are the limits of one pull, the sandbox's changes coming back
+// to the host: disk bytes of content in all (the disk limit; 0 is none),
+// no file larger than that, MaxPullEntries entries and MaxPullNameBytes of
+// names per code dir.
+func PullLimits(disk int64) Limits {
+	l := Limits{MaxEntries: MaxPullEntries, MaxFileSize: DefaultLimits.MaxFileSize, MaxTotal: 1 << 62, MaxNameBytes: MaxPullNameBytes}
+	if disk > 0 {
+		l.MaxTotal = disk
+		l.MaxFileSize = min(l.MaxFileSize, disk)
+	}
+	return l
+}
+
+// SizeError is a patch refused for the bytes it carries: at least AtLeast,
+// over Limit. A *PatchError wraps it.
+type SizeError struct {
+	Limit, AtLeast int64
+	File           bool // one file is over the limit, not the total
+}
+
+func (e *SizeError) Error() string {
+	if e.File {
+		return fmt.Sprintf("a file of %d bytes is over the %d-byte limit", e.AtLeast, e.Limit)
+	}
+	return fmt.Sprintf("the patch is over %d bytes (at least %d)", e.Limit, e.AtLeast)
+}
+
+// SetDiskLimit bounds what one pull may bring back: disk bytes in all (0: no
+// limit). A pull over it is refused whole, before anything of it is spooled
+// past the entry that crossed the limit or applied.
+func (h *Host) SetDiskLimit(disk int64) { h.disk = disk }
+
+// Refuse drops the pull spooled by ReadPull: Finish then applies nothing of
+// it, and the sandbox sends it again with the next round trip.
+func (r *Round) Refuse() {
+	os.Remove(r.h.spoolPath())
+	r.spooled = false
+}
+
+// pullLimits are the limits of one pull, its patches sharing one total.
+func (h *Host) pullLimits() Limits {
+	l := PullLimits(h.disk)
+	l.Total = new(int64)
+	return l
+}
 
 const paxDeleted = "SBX.deleted"
 
@@ -114,7 +187,10 @@ type Item struct {
 type PatchError struct {
 	Path   string
 	Reason string
+	Err    error // a *SizeError, for a patch over a size limit
 }
+
+func (e *PatchError) Unwrap() error { return e.Err }
 
 func (e *PatchError) Error() string {
 	if e.Path == "" {
@@ -132,7 +208,11 @@ func (e *PatchError) Error() string {
 func ReadPatch(r io.Reader, lim Limits, fn func(*Item) error) error {
 	tr := tar.NewReader(r)
 	seen := map[string]bool{}
-	var total int64
+	total := lim.Total
+	if total == nil {
+		total = new(int64)
+	}
+	var names int64
 	for n := 0; ; n++ {
 		h, err := tr.Next()
 		if err == io.EOF {
@@ -151,10 +231,14 @@ func ReadPatch(r io.Reader, lim Limits, fn func(*Item) error) error {
 		if seen[it.Path] {
 			return &PatchError{Path: it.Path, Reason: "appears twice"}
 		}
+		if names += int64(len(h.Name) + len(h.Linkname)); names > lim.MaxNameBytes {
+			return &PatchError{Path: it.Path, Reason: fmt.Sprintf("its paths and link targets are over %d bytes", lim.MaxNameBytes)}
+		}
 		seen[it.Path] = true
-		total += h.Size
-		if total > lim.MaxTotal {
-			return &PatchError{Path: it.Path, Reason: fmt.Sprintf("patch is over %d bytes", lim.MaxTotal)}
+		*total += h.Size
+		if *total > lim.MaxTotal {
+			se := &SizeError{Limit: lim.MaxTotal, AtLeast: *total}
+			return &PatchError{Path: it.Path, Reason: se.Error(), Err: se}
 		}
 		it.Body = tr
 		if err := fn(it); err != nil {
@@ -166,6 +250,9 @@ func ReadPatch(r io.Reader, lim Limits, fn func(*Item) error) error {
 func checkHeader(h *tar.Header, lim Limits) (*Item, error) {
 	if err := CheckPath(h.Name); err != nil {
 		return nil, &PatchError{Path: h.Name, Reason: err.Error()}
+	}
+	if err := checkPathLength(h.Name); err != nil {
+		return nil, &PatchError{Path: cut(h.Name, 200), Reason: err.Error()}
 	}
 	it := &Item{Path: h.Name}
 	if h.Mode < 0 || h.Mode > 0o7777 {
@@ -181,8 +268,12 @@ func checkHeader(h *tar.Header, lim Limits) (*Item, error) {
 	}
 	switch h.Typeflag {
 	case tar.TypeReg:
-		if h.Size < 0 || h.Size > lim.MaxFileSize {
-			return nil, &PatchError{Path: h.Name, Reason: fmt.Sprintf("file of %d bytes is over the %d-byte limit", h.Size, lim.MaxFileSize)}
+		if h.Size < 0 {
+			return nil, &PatchError{Path: h.Name, Reason: fmt.Sprintf("file of %d bytes", h.Size)}
+		}
+		if h.Size > lim.MaxFileSize {
+			se := &SizeError{Limit: lim.MaxFileSize, AtLeast: h.Size, File: true}
+			return nil, &PatchError{Path: h.Name, Reason: se.Error(), Err: se}
 		}
 		it.Entry = Entry{Mode: perm, Size: h.Size, MTime: h.ModTime.UnixNano()}
 	case tar.TypeDir:
@@ -206,15 +297,47 @@ func checkHeader(h *tar.Header, lim Limits) (*Item, error) {
 	return it, nil
 }
 
+// MaxPadding bounds the zeros ExpectEnd accepts after the last patch (a tar
+// writer pads to its record size, 10240 bytes by default).
+const MaxPadding = 64 << 10
+
+// cut shortens s to n bytes and says so.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// checkPathLength refuses a path over MaxPathBytes or with an element over
+// MaxNameLen bytes.
+func checkPathLength(p string) error {
+	if len(p) > MaxPathBytes {
+		return fmt.Errorf("a path of %d bytes is over the %d-byte limit (PATH_MAX)", len(p), MaxPathBytes)
+	}
+	for el := range strings.SplitSeq(p, "/") {
+		if len(el) > MaxNameLen {
+			return fmt.Errorf("a name of %d bytes is over the %d-byte limit (NAME_MAX)", len(el), MaxNameLen)
+		}
+	}
+	return nil
+}
+
 // ExpectEnd checks that nothing but tar padding follows the last patch.
+// It reads at most MaxPadding bytes: zeros without end are trailing data
+// too (the host spools what it reads).
 func ExpectEnd(r io.Reader) error {
 	buf := make([]byte, 32<<10)
+	var read int64
 	for {
 		n, err := r.Read(buf)
 		for _, b := range buf[:n] {
 			if b != 0 {
 				return &PatchError{Reason: "trailing data after the last patch"}
 			}
+		}
+		if read += int64(n); read > MaxPadding {
+			return &PatchError{Reason: fmt.Sprintf("over %d bytes of padding after the last patch", MaxPadding)}
 		}
 		if err == io.EOF {
 			return nil

@@ -121,7 +121,7 @@ func run(n int, bin string) error {
 	}
 	s, err := mgr.Open(ctx, "bench-engine", session.Params{
 		CodeDirs: []string{realCode}, Network: sandbox.Network(cfg.Network),
-		Limits:  sandbox.Limits{MemoryBytes: cfg.Memory, Pids: cfg.Pids},
+		Limits:  sandbox.Limits{MemoryBytes: cfg.Memory, Pids: cfg.Pids, DiskBytes: cfg.Disk},
 		IdleTTL: cfg.IdleTTL + 5*time.Minute, HostCommands: hostCommands, Exclude: cfg.Exclude,
 	})
 	if err != nil {

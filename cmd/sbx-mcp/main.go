@@ -139,7 +139,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		Manager: mgr, StartDir: startDir, Err: err, Log: log, SDKLog: sdkLog,
 		Params: session.Params{
 			CodeDirs: codes, Network: sandbox.Network(cfg.Network),
-			Limits:  sandbox.Limits{MemoryBytes: cfg.Memory, Pids: cfg.Pids},
+			Limits:  sandbox.Limits{MemoryBytes: cfg.Memory, Pids: cfg.Pids, DiskBytes: cfg.Disk},
 			IdleTTL: cfg.IdleTTL, HostCommands: hostCommands, Exclude: cfg.Exclude, Keep: keep,
 			ForwardEnv: cfg.ForwardEnv, EnvSkip: cfg.EnvSkip, SyncPaths: append(append([]string{}, cfg.SyncPaths...), cfg.TaskFiles...),
 		},

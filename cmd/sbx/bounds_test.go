@@ -131,3 +131,76 @@ func TestDeadIdleWorkersReplaced(t *testing.T) {
 		}
 	}
 }
+
+// What one command brings back is bounded by the disk limit (--disk here):
+// over it, nothing comes back, the error names the limit and how to raise
+// it, and the sandbox keeps its files, so removing the big one there lets
+// the rest come back.
+func TestDiskLimitRefusesPull(t *testing.T) {
+	w := newWorld(t)
+	before := treeHash(t, w.code)
+	r := w.sbx(t, w.code, "exec", "--keep", "--session", "d", "--disk", "1MiB", "--",
+		"head -c 1048576 /dev/zero > big; echo small > small; echo ran")
+	if r.code != 125 || r.stdout != "ran\n" {
+		t.Fatalf("exit %d, stdout %q, want 125 after the command ran; stderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	wantIn(t, r.stderr, "over the disk limit of 1MiB", `disk = "2MiB"`, "SBX_DISK=2MiB", "--disk 2MiB",
+		"nothing of this command was brought back, and the sandbox keeps its files")
+	if got := treeHash(t, w.code); got != before {
+		t.Fatal("the host tree changed though the pull was refused")
+	}
+	// Still refused while the sandbox holds too much; its files are there.
+	r = w.sbx(t, w.code, "exec", "--session", "d", "--disk", "1MiB", "--", "wc -c < big; cat small")
+	if r.code != 125 || r.stdout != "1048576\nsmall\n" {
+		t.Fatalf("second command: exit %d, stdout %q, stderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	r = w.sbx(t, w.code, "exec", "--session", "d", "--disk", "1MiB", "--", "rm big")
+	if r.code != 0 {
+		t.Fatalf("after removing the big file: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	if b, err := os.ReadFile(filepath.Join(w.code, "small")); err != nil || string(b) != "small\n" {
+		t.Fatalf("small not brought back once under the limit: %q %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(w.code, "big")); err == nil {
+		t.Fatal("big came back")
+	}
+}
+
+// The workspace itself is bounded too: files the sync never brings back
+// (excluded ones) count against the disk limit on the host's disk.
+func TestDiskLimitCountsWorkspace(t *testing.T) {
+	w := newWorld(t)
+	r := w.sbx(t, w.code, "exec", "--disk", "1MiB", "--",
+		"mkdir -p node_modules/.cache; head -c 700000 /dev/urandom > node_modules/.cache/blob; head -c 700000 /dev/urandom > kept; echo ran")
+	if r.code != 125 || r.stdout != "ran\n" {
+		t.Fatalf("exit %d, stdout %q; stderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	wantIn(t, r.stderr, "the sandbox's files take more than", "of the host's disk, over the disk limit of 1MiB", "--disk 2MiB")
+	if _, err := os.Stat(filepath.Join(w.code, "kept")); err == nil {
+		t.Fatal("kept came back though the workspace is over the limit")
+	}
+	// One file past the limit is stopped by the kernel while it is written.
+	r = w.sbx(t, w.code, "exec", "--disk", "1MiB", "--", "head -c 2000000 /dev/zero > one; echo $?; wc -c < one")
+	if r.stdout != "153\n1048576\n" {
+		t.Fatalf("a file past the limit: stdout %q, stderr:\n%s", r.stdout, r.stderr)
+	}
+	// No limit: 0.
+	r = w.sbx(t, w.code, "exec", "--disk", "0", "--", "head -c 2000000 /dev/zero > one")
+	if r.code != 0 {
+		t.Fatalf("--disk 0: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	if fi, err := os.Stat(filepath.Join(w.code, "one")); err != nil || fi.Size() != 2000000 {
+		t.Fatalf("--disk 0: %v %v", fi, err)
+	}
+	r = w.sbx(t, w.code, "exec", "--disk", "lots", "--", "true")
+	wantIn(t, r.stderr, "--disk", "not a size")
+}
+
+func wantIn(t *testing.T, got string, wants ...string) {
+	t.Helper()
+	for _, w := range wants {
+		if !strings.Contains(got, w) {
+			t.Errorf("missing %q in:\n%s", w, got)
+		}
+	}
+}

@@ -36,9 +36,9 @@ const (
 const usage = `usage: sbx <command> [flags]
 
 commands:
-  exec [--session NAME] [--keep] [--timeout DURATION] [--net] [--code-dir DIR]... [--backend B] -- COMMAND...
+  exec [--session NAME] [--keep] [--timeout DURATION] [--disk SIZE] [--net] [--code-dir DIR]... [--backend B] -- COMMAND...
                  run COMMAND (a shell command line) in the session's sandbox
-  shell [--session NAME] [--keep] [--net] [--code-dir DIR]...
+  shell [--session NAME] [--keep] [--disk SIZE] [--net] [--code-dir DIR]...
                  an interactive shell in the session's sandbox
   release (--session NAME | --all)
                  release a kept session's sandbox
@@ -245,6 +245,7 @@ func (c *cli) exec(ctx context.Context, args []string, shell bool) int {
 	keep := fs.Bool("keep", false, "keep the sandbox for later calls with the same --session")
 	timeout := fs.String("timeout", "", "kill the command after this `duration` (exit 124)")
 	net := fs.Bool("net", false, "share the host network (default: loopback only)")
+	disk := fs.String("disk", "", "what one command may bring back and the workspace may take on the host disk, a `size` (default: the config's disk, 10GiB; 0 for none)")
 	var codeDirs, hostCommands multiFlag
 	fs.Var(&codeDirs, "code-dir", "a code `dir` to sync with the sandbox (repeatable; default: the git top level, else the current directory)")
 	fs.Var(&hostCommands, "host-command", "a command `prefix` that runs on the host (repeatable; replaces the default list)")
@@ -269,11 +270,16 @@ func (c *cli) exec(ctx context.Context, args []string, shell bool) int {
 	if err != nil {
 		return c.fail(err)
 	}
+	if *disk != "" {
+		if err := e.cfg.Set("disk", *disk); err != nil {
+			return c.fail(&config.Error{Source: "flags", Key: "--disk", Msg: err.Error()})
+		}
+	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	s, err := e.mgr.Open(ctx, *sess, session.Params{
 		CodeDirs: e.codeDirs, Network: sandbox.Network(e.cfg.Network),
-		Limits:  sandbox.Limits{MemoryBytes: e.cfg.Memory, Pids: e.cfg.Pids},
+		Limits:  sandbox.Limits{MemoryBytes: e.cfg.Memory, Pids: e.cfg.Pids, DiskBytes: e.cfg.Disk},
 		IdleTTL: e.cfg.IdleTTL, Keep: *keep, HostCommands: e.hostCommands, Exclude: e.cfg.Exclude,
 		ForwardEnv: e.cfg.ForwardEnv, EnvSkip: e.cfg.EnvSkip, SyncPaths: append(e.cfg.SyncPaths, e.cfg.TaskFiles...),
 	})
