@@ -39,9 +39,12 @@ type Refusal struct {
 	Reason string
 }
 
-// Error shows the path escaped: the sandbox chose it, and it reaches the
-// user's terminal.
-func (r Refusal) Error() string { return fmt.Sprintf("%s: %s", escape.Name(r.Path), r.Reason) }
+// Error shows the path and the reason escaped: the sandbox chose the path,
+// and a refusal the sandbox's helper reports (HelperReply.Kept) is its text
+// entirely; both reach the user's terminal.
+func (r Refusal) Error() string {
+	return fmt.Sprintf("%s: %s", escape.Name(r.Path), escape.Line(r.Reason))
+}
 
 // CheckPullBack decides whether a change the sandbox made to p (an entry of
 // type e, or a deletion) may be applied to the host's code dir. It returns
