@@ -21,7 +21,15 @@ import (
 // Frame: 4-byte big-endian payload length, 1 byte count of file descriptors,
 // then the JSON payload. The descriptors travel with the frame's first byte.
 
-const maxFrame = 8 << 20 // a command line is at most ARG_MAX (2 MiB) anyway
+// Bounds of the wire, on both ends (the init reads its workers, the host
+// reads the init): a frame's payload (a command line is at most ARG_MAX,
+// 2 MiB, anyway; a sync reply fits too), and the descriptors received and
+// not yet claimed by a frame (a frame carries at most 255: its count is one
+// byte). A peer past either is refused: the connection ends.
+const (
+	maxFrame = 8 << 20
+	maxFds   = 255
+)
 
 // request is what a client asks of the init.
 type request struct {
@@ -132,6 +140,15 @@ func (c *conn) fill() error {
 						unix.CloseOnExec(fd)
 					}
 					c.fds = append(c.fds, fds...)
+				}
+				if len(c.fds) > maxFds {
+					// More than any frame could claim: the peer is hoarding
+					// our descriptor table.
+					for _, fd := range c.fds {
+						unix.Close(fd)
+					}
+					c.fds = nil
+					return fmt.Errorf("the peer sent more than %d descriptors ahead of its frames", maxFds)
 				}
 			}
 		}
