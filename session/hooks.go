@@ -69,21 +69,29 @@ func readHooks(ctx context.Context, codeDirs []string) (hooks [][]string, gitDir
 	var errs []string
 	for _, d := range codeDirs {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		cmd := exec.CommandContext(ctx, git, "-c", "safe.bareRepository=explicit", "-c", "core.fsmonitor=false",
-			"rev-parse", "--path-format=absolute", "--git-path", "hooks", "--git-common-dir", "--git-dir")
-		cmd.Dir, cmd.Env, cmd.Stdin = d, env, nil
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		cancel()
+		run := func(args ...string) (string, string, error) {
+			cmd := exec.CommandContext(ctx, git, append([]string{"-c", "safe.bareRepository=explicit", "-c", "core.fsmonitor=false"}, args...)...)
+			cmd.Dir, cmd.Env, cmd.Stdin = d, env, nil
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			return string(out), strings.TrimSpace(stderr.String()), err
+		}
+		// git prints the hooks directory with symlinks resolved; the
+		// configured spelling (a link in the tree named in core.hooksPath)
+		// must be protected too, or the sandbox could point the link at
+		// hooks of its own.
+		out, stderr, err := run("rev-parse", "--path-format=absolute", "--git-path", "hooks", "--git-common-dir", "--git-dir", "--show-toplevel")
 		if err != nil {
-			if !strings.Contains(stderr.String(), "not a git repository") {
-				errs = append(errs, fmt.Sprintf("%s: git rev-parse --git-path hooks: %v: %s", d, err, strings.TrimSpace(stderr.String())))
+			cancel()
+			if !strings.Contains(stderr, "not a git repository") {
+				errs = append(errs, fmt.Sprintf("%s: git rev-parse --git-path hooks: %v: %s", d, err, stderr))
 			}
 			continue
 		}
-		lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
-		if len(lines) != 3 {
+		lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+		if len(lines) != 4 {
+			cancel()
 			errs = append(errs, fmt.Sprintf("%s: git rev-parse printed %q", d, out))
 			continue
 		}
@@ -92,6 +100,14 @@ func readHooks(ctx context.Context, codeDirs []string) (hooks [][]string, gitDir
 		if real, err := filepath.EvalSymlinks(lines[0]); err == nil && real != places[0] {
 			places = append(places, real)
 		}
+		if v, _, err := run("config", "--path", "--get", "core.hooksPath"); err == nil {
+			v = strings.TrimRight(v, "\n")
+			if !filepath.IsAbs(v) {
+				v = filepath.Join(lines[3], v)
+			}
+			places = append(places, filepath.Clean(v))
+		}
+		cancel()
 		for _, h := range places {
 			for i, cd := range codeDirs {
 				if rel, ok := inside(cd, h); ok && !inGitDir(rel) && !contains(hooks[i], rel) {
