@@ -37,6 +37,12 @@ type Manager struct {
 	root string
 	prov sandbox.Provider
 	log  *slog.Logger
+	// pruneOnce drops expired journals once per manager.
+	pruneOnce sync.Once
+	// Params are what Release and ReleaseAll use to pull back a session
+	// found by name (excludes, journal size); code dirs come from the
+	// session's own record.
+	Params Params
 }
 
 // NewManager returns a manager keeping session state under root.
@@ -68,6 +74,9 @@ type Params struct {
 	// files) copied into the sandbox at the same path when it is claimed,
 	// read-only there, and never brought back.
 	SyncPaths []string
+	// JournalSize caps the session's journal of host files that pull-backs
+	// overwrote or deleted (zero: sync.DefaultJournalSize).
+	JournalSize int64
 }
 
 // ErrCodeDirs means a kept session exists for other code directories.
@@ -99,6 +108,8 @@ type Session struct {
 	warnedRefused bool
 	notices       []string
 	closed        bool
+	// lastRelease is what the pull-back before the release did.
+	lastRelease sbxsync.Report
 }
 
 // Open returns the named session, reattaching to its sandbox when it was kept.
@@ -160,6 +171,9 @@ func (m *Manager) Open(ctx context.Context, name string, p Params) (*Session, er
 		return nil, fmt.Errorf("session %s: %w", name, err)
 	}
 	s.sync.SetDiskLimit(p.Limits.DiskBytes)
+	if s.sync.Journal, err = m.Journal(name, p.JournalSize); err != nil {
+		return nil, err
+	}
 	if s.sb == nil {
 		s.sync.Reset()
 	}
@@ -462,6 +476,7 @@ func (s *Session) roundTrip(ctx context.Context, sb sandbox.Sandbox, cmd *sandbo
 	case xerr != nil:
 		return res, frep, xerr
 	case perr != nil:
+		frep.Lost, frep.LostCount = round.Seen(), reply.Sent
 		return res, frep, fmt.Errorf("%w: the sandbox's changes were not brought back: %v", ErrSync, perr)
 	case ferr != nil:
 		return res, frep, fmt.Errorf("%w: %v", ErrSync, ferr)
@@ -748,6 +763,27 @@ func (s *Session) Release(ctx context.Context) error {
 	}
 	s.closed = true
 	sb := s.sb
+	s.mu.Unlock()
+	// What the sandbox changed since its last pull-back (a process left
+	// running, a pull-back that could not be applied) comes back first, or
+	// is named as lost. A command still running is killed with the sandbox
+	// (that is what a release does), and its pull-back then fails.
+	if sb != nil {
+		if s.run.TryLock() {
+			s.finalPull(ctx, sb)
+			s.run.Unlock()
+		} else {
+			s.note(fmt.Sprintf("session %s: released while a command ran: it was killed, and what it changed in the sandbox since it started is lost with the sandbox", s.name))
+		}
+	}
+	if held, err := s.m.HeldDeletions(s.name); err == nil && len(held) > 0 {
+		var files []string
+		for _, h := range held {
+			files = append(files, h.HeldFiles()...)
+		}
+		s.note(fmt.Sprintf("session %s: the deletions of %s the sandbox made still wait, after the release too: sbx accept --deletions --session %s applies them (--reject-deletions drops them)", s.name, listCut(files, 10), s.name))
+	}
+	s.mu.Lock()
 	s.sb = nil
 	s.mu.Unlock()
 	// Killing the sandbox ends a running command; wait for its pull back
@@ -762,6 +798,52 @@ func (s *Session) Release(ctx context.Context) error {
 		rerr = err
 	}
 	return rerr
+}
+
+// finalPull brings back what the sandbox changed since the last round trip,
+// before a release; what cannot come back is named in a notice. Called with
+// s.run held.
+func (s *Session) finalPull(ctx context.Context, sb sandbox.Sandbox) {
+	l, err := lock(s.dir)
+	if err != nil {
+		s.note(fmt.Sprintf("session %s: lock it for the last pull-back: %v; released without it", s.name, err))
+		return
+	}
+	defer l.unlock()
+	rep, err := s.syncOnly(ctx, sb)
+	s.lastRelease = rep
+	if err != nil {
+		what := "what the sandbox changed since its last command"
+		if len(rep.Lost) > 0 {
+			what = fmt.Sprintf("%s, and whatever the refused pull-back held after them", listCut(rep.Lost, 20))
+			if rep.LostCount > len(rep.Lost) {
+				what = fmt.Sprintf("%s, among them %s", plural(rep.LostCount, "change"), listCut(rep.Lost, 20))
+			}
+		}
+		s.note(fmt.Sprintf("session %s: the last pull-back before the release failed (%v): lost with the sandbox: %s", s.name, err, what))
+	}
+	var kept []string
+	for _, r := range rep.Refused {
+		kept = append(kept, r.Path)
+	}
+	if len(kept) > 0 {
+		s.note(fmt.Sprintf("session %s: changes the rules keep in the sandbox are lost with it: %s", s.name, listCut(kept, 20)))
+	}
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// listCut joins at most n items, saying how many more there are.
+func listCut(items []string, n int) string {
+	if len(items) <= n {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:n], ", "), len(items)-n)
 }
 
 func (m *Manager) release(ctx context.Context, name string, sb sandbox.Sandbox) error {
@@ -786,19 +868,38 @@ var ErrNoSession = errors.New("no such session")
 
 // Release releases the named session, whether or not its sandbox still runs.
 func (m *Manager) Release(ctx context.Context, name string) error {
+	_, err := m.ReleaseNotes(ctx, name)
+	return err
+}
+
+// ReleaseNotes releases the named session as Release does, bringing back
+// first what its sandbox changed since its last command, and returns what
+// its user should know (what could not come back).
+func (m *Manager) ReleaseNotes(ctx context.Context, name string) ([]string, error) {
 	if err := CheckName(name); err != nil {
-		return err
+		return nil, err
 	}
 	dir := filepath.Join(m.root, name)
 	info, err := readInfo(dir)
 	if errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("%w: %s (sbx ls lists sessions)", ErrNoSession, name)
+		return nil, fmt.Errorf("%w: %s (sbx ls lists sessions)", ErrNoSession, name)
+	}
+	var notes []string
+	if err == nil && info.Claimed {
+		p := m.Params
+		p.CodeDirs, p.Keep = info.CodeDirs, true
+		s, oerr := m.Open(ctx, name, p)
+		if oerr == nil {
+			rerr := s.Release(ctx)
+			return s.Notices(), rerr
+		}
+		notes = append(notes, fmt.Sprintf("session %s: could not reattach to bring back its last changes (%v); released as it is", name, oerr))
 	}
 	var sb sandbox.Sandbox
 	if err == nil && info.Claimed {
 		sb, _ = m.prov.Attach(ctx, sandbox.Spec{Name: name, StateDir: dir})
 	}
-	return m.release(ctx, name, sb)
+	return notes, m.release(ctx, name, sb)
 }
 
 // List returns every session under the root, oldest first. A session whose

@@ -274,6 +274,48 @@ func (h *Helper) Apply(push io.Reader) error {
 				}
 				return nil
 			}
+			// The host's change wins over the sandbox's, and never removes
+			// what the sandbox changed meanwhile (a background job): a
+			// parent the sandbox removed is made again, one it made a file
+			// goes aside; a directory the host removed or replaced keeps
+			// what changed in it (it goes back to the host with the pull).
+			if anc, ancExists, err := nonDirAncestor(r, it.Path); err != nil {
+				return fmt.Errorf("apply %s: %w", it.Path, err)
+			} else if anc != "" {
+				if it.Deleted {
+					forget(m, it.Path, false)
+					return nil
+				}
+				if ancExists {
+					aside := conflictName(r, anc)
+					if err := r.Rename(anc, aside); err != nil {
+						return fmt.Errorf("apply %s: move the sandbox's %s aside: %w", it.Path, anc, err)
+					}
+					h.reply.Conflicts = append(h.reply.Conflicts, filepath.Join(hd.d.Path, aside))
+				}
+				if err := r.MkdirAll(path.Dir(it.Path), 0o755); err != nil {
+					return fmt.Errorf("apply %s: %w", it.Path, err)
+				}
+			}
+			if cur, ok, err := lstatEntry(r, it.Path, false); err == nil && ok && cur.Mode.IsDir() && (it.Deleted || !it.Entry.Mode.IsDir()) {
+				roots := &dirRoots{base: r, m: map[string]*os.Root{}}
+				_, kept, err := removeTree(roots, hd.d.Path, it.Path, m, nil)
+				roots.close()
+				if err != nil {
+					return fmt.Errorf("apply %s: %w", it.Path, err)
+				}
+				if len(kept) > 0 {
+					forget(m, it.Path, false)
+					if it.Deleted {
+						return nil
+					}
+					aside := conflictName(r, it.Path)
+					if err := r.Rename(it.Path, aside); err != nil {
+						return fmt.Errorf("apply %s: move the sandbox's directory aside: %w", it.Path, err)
+					}
+					h.reply.Conflicts = append(h.reply.Conflicts, filepath.Join(hd.d.Path, aside))
+				}
+			}
 			if cur, ok, err := lstatEntry(r, it.Path, false); err == nil && ok && !cur.Mode.IsDir() {
 				base, had := m[it.Path]
 				if !had || !sameIgnoringHash(base, cur) {

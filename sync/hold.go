@@ -14,9 +14,10 @@ import (
 )
 
 // A pull-back whose deletions would remove most of a code dir (rm -rf .) or
-// git's core is not applied as it is: its deletions are held in the
-// session's state (held.json) until the user accepts them (sbx accept
-// --deletions) or rejects them (sbx accept --reject-deletions); its other
+// git's core is not applied as it is: its deletions are held (held.json,
+// beside the session's journal, so that they outlive the session) until the
+// user accepts them (sbx accept --deletions) or rejects them (sbx accept
+// --reject-deletions); its other
 // changes (new and changed files, each journaled) are applied. While held,
 // the host keeps the files and the sync's record still says the sandbox has
 // them, so nothing is pushed back into the sandbox on its own; a host edit to
@@ -127,7 +128,7 @@ type held struct {
 	Rejected []HeldDeletion `json:"rejected,omitempty"`
 }
 
-func heldPath(stateDir string) string { return filepath.Join(stateDir, "held.json") }
+func heldPath(dir string) string { return filepath.Join(dir, "held.json") }
 
 func readHeld(stateDir string) (held, error) {
 	var h held
@@ -146,6 +147,9 @@ func readHeld(stateDir string) (held, error) {
 
 func writeHeld(stateDir string, h held) error {
 	p := heldPath(stateDir)
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return err
+	}
 	if len(h.Held) == 0 && len(h.Rejected) == 0 {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
@@ -183,7 +187,7 @@ func addHeld(stateDir string, add []HeldDeletion) error {
 	return writeHeld(stateDir, h)
 }
 
-// Held lists the deletions waiting in a session's state dir.
+// Held lists the deletions waiting in dir (a session's journal dir).
 func Held(stateDir string) ([]HeldDeletion, error) {
 	h, err := readHeld(stateDir)
 	return h.Held, err
@@ -207,7 +211,7 @@ type AcceptResult struct {
 	Kept    []string // host paths changed since, left in place
 }
 
-// AcceptDeletions applies the held deletions of a session (the caller holds
+// AcceptDeletions applies the held deletions kept in dir (the caller holds
 // the session's lock): what is unchanged since the sandbox deleted it goes,
 // kept in the journal j first.
 func AcceptDeletions(stateDir string, j *Journal) (AcceptResult, error) {

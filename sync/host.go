@@ -96,8 +96,11 @@ type Report struct {
 	// after keeping them in the journal (sbx undo).
 	Journaled int
 	// Lost lists host paths of sandbox changes a failed pull-back did not
-	// apply (set by the caller that knows they will not be sent again).
-	Lost []string
+	// apply, as far as the pull was read, and LostCount how many changes
+	// the sandbox sent (set by the caller that knows they will not be sent
+	// again).
+	Lost      []string
+	LostCount int
 }
 
 // OpenHost loads the sync state of a session from stateDir.
@@ -135,6 +138,15 @@ func OpenHost(stateDir string, dirs []HostDir) (*Host, error) {
 }
 
 func (h *Host) statePath() string { return filepath.Join(h.stateDir, "sync.state") }
+
+// heldDir keeps the held deletions: beside the journal, which outlives the
+// session (a deletion held by a session that ended can still be accepted).
+func (h *Host) heldDir() string {
+	if h.Journal != nil {
+		return h.Journal.Dir
+	}
+	return h.stateDir
+}
 func (h *Host) spoolPath() string { return filepath.Join(h.stateDir, "pull.spool") }
 func (h *Host) pendingPath() string {
 	return filepath.Join(h.stateDir, "pull.pending")
@@ -214,7 +226,7 @@ func (h *Host) Begin() (*Round, Report, error) {
 	}
 	h.st.Seq = binary.LittleEndian.Uint64(seq[:])
 	r := &Round{h: h, Request: HelperRequest{Version: ProtocolVersion, Seq: h.st.Seq, Ack: h.st.Ack}}
-	held, err := readHeld(h.stateDir)
+	held, err := readHeld(h.heldDir())
 	if err != nil {
 		return nil, recovered, err
 	}
@@ -391,9 +403,9 @@ func (r *Round) Finish(reply HelperReply) (Report, error) {
 	// The sandbox now mirrors what was pushed.
 	h.st.Manifests = r.cur
 	if r.rejected > 0 {
-		if hd, err := readHeld(h.stateDir); err == nil && len(hd.Rejected) >= r.rejected {
+		if hd, err := readHeld(h.heldDir()); err == nil && len(hd.Rejected) >= r.rejected {
 			hd.Rejected = hd.Rejected[r.rejected:]
-			writeHeld(h.stateDir, hd)
+			writeHeld(h.heldDir(), hd)
 		}
 	}
 	wasReset := h.st.Reset
@@ -515,7 +527,7 @@ func (h *Host) applySpool(seq uint64, rep *Report) error {
 	if err != nil {
 		return fmt.Errorf("bring back the sandbox's changes: %w", err)
 	}
-	if err := addHeld(h.stateDir, holds); err != nil {
+	if err := addHeld(h.heldDir(), holds); err != nil {
 		return err
 	}
 	h.st.Ack = seq

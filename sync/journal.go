@@ -179,6 +179,9 @@ func (j *Journal) Rounds() ([]JournalRound, error) {
 	}
 	var out []JournalRound
 	for _, de := range ents {
+		if !de.IsDir() {
+			continue
+		}
 		raw, err := os.ReadFile(filepath.Join(j.Dir, de.Name(), "entries.json"))
 		if err != nil {
 			continue
@@ -208,6 +211,9 @@ func (j *Journal) prune() error {
 	var rounds []sized
 	var total int64
 	for _, de := range ents {
+		if !de.IsDir() {
+			continue // held.json
+		}
 		dir := filepath.Join(j.Dir, de.Name())
 		fi, err := os.Stat(filepath.Join(dir, "entries.json"))
 		if err != nil || time.Since(fi.ModTime()) > JournalKeep {

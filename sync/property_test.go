@@ -169,10 +169,10 @@ func TestPropertyNothingLost(t *testing.T) {
 					// Held deletions: accepted or rejected at random; either
 					// way nothing the host changed is lost.
 					if rng.Intn(2) == 0 {
-						res, err := AcceptDeletions(p.hstate+"-host", p.h.Journal)
+						res, err := AcceptDeletions(p.h.Journal.Dir, p.h.Journal)
 						t.Logf("round %d: accepted %+v %v", i, res, err)
 					} else {
-						n, err := RejectDeletions(p.hstate + "-host")
+						n, err := RejectDeletions(p.h.Journal.Dir)
 						t.Logf("round %d: rejected %d %v", i, n, err)
 					}
 				}

@@ -48,6 +48,12 @@ commands:
   accept [--all] [--code-dir DIR]... [PATH...]
                  list the sandbox's changes to protected files (agent and editor
                  settings) waiting in .sbx/quarantine, or apply the ones named
+  accept (--deletions | --reject-deletions) [--session NAME]
+                 apply, or drop, the deletions a command made that sbx held
+                 (most of a code dir, or git's core)
+  undo [--session NAME] [PATH...]
+                 put back on the host what the last command's pull-back
+                 overwrote, deleted or created, or the named paths
   doctor [--backend local|cluster]
                  check everything a first run needs, one line per check
   pool render ... / kubeconfig ...
@@ -97,7 +103,9 @@ func run(ctx context.Context, args []string) int {
 	case "route":
 		return c.route(args[1:])
 	case "accept":
-		return c.accept(args[1:])
+		return c.accept(ctx, args[1:])
+	case "undo":
+		return c.undo(ctx, args[1:])
 	case "doctor":
 		return c.doctor(ctx, args[1:])
 	case "setup":
@@ -224,7 +232,9 @@ func (c *cli) setup(codeDirFlags []string, net bool, timeout string, hostCommand
 	if err != nil {
 		return nil, err
 	}
-	return &env{cfg: cfg, codeDirs: codeDirs, cwd: cwd, hostCommands: prefixes, mgr: session.NewManager(root, prov, c.log)}, nil
+	mgr := session.NewManager(root, prov, c.log)
+	mgr.Params = session.Params{Exclude: cfg.Exclude, JournalSize: journalSize(cfg), Limits: sandbox.Limits{DiskBytes: cfg.Disk}}
+	return &env{cfg: cfg, codeDirs: codeDirs, cwd: cwd, hostCommands: prefixes, mgr: mgr}, nil
 }
 
 // provider is the configured backend.
@@ -282,6 +292,7 @@ func (c *cli) exec(ctx context.Context, args []string, shell bool) int {
 		Limits:  sandbox.Limits{MemoryBytes: e.cfg.Memory, Pids: e.cfg.Pids, DiskBytes: e.cfg.Disk},
 		IdleTTL: e.cfg.IdleTTL, Keep: *keep, HostCommands: e.hostCommands, Exclude: e.cfg.Exclude,
 		ForwardEnv: e.cfg.ForwardEnv, EnvSkip: e.cfg.EnvSkip, SyncPaths: append(e.cfg.SyncPaths, e.cfg.TaskFiles...),
+		JournalSize: journalSize(e.cfg),
 	})
 	if err != nil {
 		return c.fail(err)
@@ -291,7 +302,11 @@ func (c *cli) exec(ctx context.Context, args []string, shell bool) int {
 	}
 	// Release (or keep) the session whatever happens below, even on a signal.
 	defer func() {
-		if err := s.Close(context.Background()); err != nil {
+		err := s.Close(context.Background())
+		for _, n := range s.Notices() {
+			fmt.Fprintf(c.stderr, "sbx: note: %s\n", n)
+		}
+		if err != nil {
 			fmt.Fprintf(c.stderr, "sbx: error: release session %s: %v\n", *sess, err)
 		}
 	}()
@@ -311,7 +326,7 @@ func (c *cli) exec(ctx context.Context, args []string, shell bool) int {
 		r.Command = strings.Join(command, " ")
 	}
 	out, err := s.Exec(ctx, r)
-	reportSync(c.stderr, out.Sync)
+	reportSync(c.stderr, out.Sync, *sess)
 	for _, n := range s.Notices() {
 		fmt.Fprintf(c.stderr, "sbx: note: %s\n", n)
 	}
@@ -328,13 +343,37 @@ func (c *cli) exec(ctx context.Context, args []string, shell bool) int {
 	return out.ExitCode
 }
 
+// journalSize is the journal cap the sync uses: config 0 keeps no content.
+func journalSize(cfg config.Config) int64 {
+	if cfg.JournalSize == 0 {
+		return -1
+	}
+	return cfg.JournalSize
+}
+
 // reportSync tells the user what the sync did not simply apply.
-func reportSync(w io.Writer, rep sbxsync.Report) {
+func reportSync(w io.Writer, rep sbxsync.Report, sess string) {
+	for _, k := range rep.HostKept {
+		fmt.Fprintf(w, "sbx: conflict: %s\n", escape.Line(k))
+	}
+	if len(rep.Held) > 0 {
+		fmt.Fprintf(w, "sbx: held: the command's deletions were not applied to the host, because %s:\n", escape.Line(rep.HeldReason))
+		for i, p := range rep.Held {
+			if i == 20 {
+				fmt.Fprintf(w, "sbx: held:   ... and %d more\n", len(rep.Held)-i)
+				break
+			}
+			fmt.Fprintf(w, "sbx: held:   %s\n", escape.Name(p))
+		}
+		fmt.Fprintf(w, "sbx: held: the host keeps these files (the sandbox does not have them); apply the deletions with: sbx accept --deletions --session %s, or drop them (the files go back into the sandbox) with: sbx accept --reject-deletions --session %s\n", sess, sess)
+	} else if rep.HeldWaiting > 0 {
+		fmt.Fprintf(w, "sbx: held: %d deletions of an earlier command still wait: sbx accept --deletions --session %s (or --reject-deletions)\n", rep.HeldWaiting, sess)
+	}
 	for _, ref := range rep.Refused {
 		fmt.Fprintf(w, "sbx: not brought back: %s\n", ref.Error())
 	}
 	for _, c := range rep.Conflicts {
-		fmt.Fprintf(w, "sbx: conflict: changed on both sides; the host's version stays, the sandbox's is in %s\n", escape.Name(c))
+		fmt.Fprintf(w, "sbx: conflict: %s\n", session.ConflictNote(c))
 	}
 	for _, q := range rep.Quarantined {
 		fmt.Fprintf(w, "sbx: quarantined: %s: the sandbox changed a file host tools trust; review it under %s and apply it with sbx accept\n", escape.Name(q), sbxsync.QuarantineDir)
@@ -396,7 +435,9 @@ func (c *cli) manager() (*session.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	return session.NewManager(root, prov, c.log), nil
+	m := session.NewManager(root, prov, c.log)
+	m.Params = session.Params{Exclude: cfg.Exclude, JournalSize: journalSize(cfg), Limits: sandbox.Limits{DiskBytes: cfg.Disk}}
+	return m, nil
 }
 
 func (c *cli) release(ctx context.Context, args []string) int {
@@ -424,7 +465,11 @@ func (c *cli) release(ctx context.Context, args []string) int {
 		}
 		return 0
 	}
-	if err := m.Release(ctx, *sess); err != nil {
+	notes, err := m.ReleaseNotes(ctx, *sess)
+	for _, n := range notes {
+		fmt.Fprintf(c.stderr, "sbx: note: %s\n", n)
+	}
+	if err != nil {
 		return c.fail(err)
 	}
 	fmt.Fprintf(c.stdout, "released %s\n", *sess)
@@ -530,14 +575,37 @@ func (c *cli) route(args []string) int {
 	return 0
 }
 
-// accept lists or applies quarantined changes to protected files.
-func (c *cli) accept(args []string) int {
+// accept lists or applies quarantined changes to protected files, and
+// applies or drops held deletions.
+func (c *cli) accept(ctx context.Context, args []string) int {
 	fs := newFlagSet("accept", c.stderr)
 	all := fs.Bool("all", false, "apply every quarantined file")
 	var codeDirs multiFlag
 	fs.Var(&codeDirs, "code-dir", "a code `dir` (repeatable; default: the git top level, else the current directory)")
+	deletions := fs.Bool("deletions", false, "apply the deletions sbx held for the session")
+	reject := fs.Bool("reject-deletions", false, "drop the deletions sbx held for the session: the host keeps the files and the next command puts them back into the sandbox")
+	sess := fs.String("session", "default", "the session `name` whose held deletions to apply or drop")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
+	}
+	if *deletions || *reject {
+		if *deletions && *reject || fs.NArg() > 0 || *all {
+			fmt.Fprintf(c.stderr, "sbx: error: accept takes either --deletions or --reject-deletions, with --session NAME and nothing else\n")
+			return exitUsage
+		}
+		return c.acceptDeletions(ctx, *sess, *reject)
+	}
+	if m, err := c.manager(); err == nil {
+		if held, err := m.HeldDeletions(*sess); err == nil && len(held) > 0 {
+			n := 0
+			for _, h := range held {
+				for _, f := range h.HeldFiles() {
+					fmt.Fprintf(c.stdout, "%s (deleted in session %s, held: %s)\n", f, *sess, h.Reason)
+					n++
+				}
+			}
+			fmt.Fprintf(c.stdout, "apply those %d deletions with sbx accept --deletions --session %s, or drop them with --reject-deletions\n", n, *sess)
+		}
 	}
 	cwd, err := os.Getwd()
 	if err != nil {
@@ -577,6 +645,74 @@ func (c *cli) accept(args []string) int {
 	}
 	if len(names) > 0 && applied < len(names) {
 		return c.fail(fmt.Errorf("%d of the named files are not in quarantine (sbx accept lists them)", len(names)-applied))
+	}
+	return 0
+}
+
+// acceptDeletions applies or drops the held deletions of a session.
+func (c *cli) acceptDeletions(ctx context.Context, sess string, reject bool) int {
+	m, err := c.manager()
+	if err != nil {
+		return c.fail(err)
+	}
+	res, dropped, err := m.AcceptDeletions(ctx, sess, reject, m.Params.JournalSize)
+	if err != nil {
+		return c.fail(err, "sbx accept --session "+sess+" lists what is held")
+	}
+	if reject {
+		fmt.Fprintf(c.stdout, "dropped %d held deletions of session %s: the host keeps the files, and the session's next command puts them back into its sandbox\n", dropped, sess)
+		return 0
+	}
+	for _, p := range res.Deleted {
+		fmt.Fprintf(c.stdout, "deleted %s\n", p)
+	}
+	for _, p := range res.Kept {
+		fmt.Fprintf(c.stdout, "kept %s (changed on the host since the sandbox deleted it)\n", p)
+	}
+	fmt.Fprintf(c.stdout, "deleted %d files; they are in the journal: sbx undo --session %s brings them back\n", len(res.Deleted), sess)
+	return 0
+}
+
+// undo puts back what a session's pull-backs changed on the host.
+func (c *cli) undo(ctx context.Context, args []string) int {
+	fs := newFlagSet("undo", c.stderr)
+	sess := fs.String("session", "default", "the session `name` whose changes to undo")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	m, err := c.manager()
+	if err != nil {
+		return c.fail(err)
+	}
+	var paths []string
+	for _, p := range fs.Args() {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return c.fail(err)
+		}
+		paths = append(paths, abs)
+	}
+	res, err := m.Undo(ctx, *sess, paths, m.Params.JournalSize)
+	if err != nil {
+		return c.fail(err)
+	}
+	for _, p := range res.Restored {
+		fmt.Fprintf(c.stdout, "restored %s\n", p)
+	}
+	for _, p := range res.Removed {
+		fmt.Fprintf(c.stdout, "removed %s (the command had created it)\n", p)
+	}
+	for _, p := range res.KeptCurrent {
+		fmt.Fprintf(c.stdout, "kept %s: it had changed since; that version is in the journal too (sbx undo --session %s %s brings it back)\n", p, *sess, p)
+	}
+	for _, p := range res.Missing {
+		fmt.Fprintf(c.stderr, "sbx: not restored: %s\n", p)
+	}
+	if len(res.Restored)+len(res.Removed) == 0 {
+		return c.fail(fmt.Errorf("nothing was undone"))
+	}
+	if len(res.Missing) > 0 {
+		return exitSbxError
 	}
 	return 0
 }
