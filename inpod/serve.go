@@ -178,6 +178,7 @@ func Serve(in io.Reader, out io.Writer) int {
 	}
 	if helper != nil {
 		reply := helper.Collect(stream{fw, framePull})
+		reply.Bound()
 		e.SyncReply, _ = json.Marshal(reply)
 	}
 	raw, _ := json.Marshal(e)

@@ -255,6 +255,7 @@ func runOne(c *conn, req *workerExec, files []*os.File) reply {
 			hr = helper.Collect(pull)
 			pull.Close()
 		}
+		hr.Bound()
 		r.Sync, _ = json.Marshal(hr)
 	}
 	return r
