@@ -101,3 +101,25 @@ func TestStreamsBounded(t *testing.T) {
 		t.Errorf("sbx-mcp peaked at %d MiB resident: a stream from the sandbox is not bounded", rss>>20)
 	}
 }
+
+// The disk limit holds through sbx-mcp (SBX_DISK here): a command whose
+// changes are over it brings nothing back, says which limit and how to raise
+// it, and the sandbox keeps its files for the next call.
+func TestDiskLimit(t *testing.T) {
+	e := newEnv(t)
+	e.vars = append(e.vars, "SBX_DISK=1MiB")
+	c := e.stdio()
+	res := c.call("bash", map[string]any{"command": "head -c 1048576 /dev/zero > big; echo small > small; echo ran"})
+	got := text(res)
+	if !res.IsError {
+		t.Fatalf("a pull over the disk limit is not an error: %s", got)
+	}
+	wantContains(t, got, "ran\n", "over the disk limit of 1MiB", "SBX_DISK=2MiB", "nothing of this command was brought back")
+	if _, err := os.Stat(filepath.Join(e.code, "small")); err == nil {
+		t.Fatal("small came back though the pull was over the limit")
+	}
+	wantContains(t, c.bash("rm big; cat small"), "small\n")
+	if got := e.read("small"); got != "small\n" {
+		t.Fatalf("host has %q after the sandbox went under the limit", got)
+	}
+}
