@@ -31,8 +31,10 @@ var DefaultProtected = []string{
 	".npmrc", ".yarnrc", ".yarnrc.yml",
 	// CI definitions (they run where the user's secrets are, after a push).
 	".github/workflows/",
-	// sbx's own.
-	".sbx.toml", ".sbxignore",
+	// sbx's own. ".sbx/" itself is never synced (DefaultExcludes); this
+	// entry catches the spellings a case-insensitive host takes for it
+	// (".SBX/quarantine/x" would land in the quarantine unreported).
+	".sbx.toml", ".sbxignore", ".sbx/",
 }
 
 // gitHookNames are the hooks git runs from its hooks directory: what a

@@ -209,6 +209,7 @@ func TestProtected(t *testing.T) {
 		{"direnv dir", s, ".direnv/python-3/bin/python", file, false, true},
 		{"deletion of a protected file", s, ".envrc", Entry{}, true, true},
 		{"Makefile is not", s, "Makefile", file, false, false},
+		{"sbx dir in another case", s, ".SBX/quarantine/.claude/settings.json", file, false, true},
 		{"AGENTS.md is not", s, "AGENTS.md", file, false, false},
 		{".gitattributes is not", s, ".gitattributes", file, false, false},
 		{"a name that only contains one", s, "my.envrc.txt", file, false, false},
