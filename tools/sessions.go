@@ -106,6 +106,12 @@ type Sessions struct {
 	// dropping counts releases of entries already taken out of entries,
 	// for Close to wait on.
 	dropping sync.WaitGroup
+
+	// Test hooks: reapPicked runs after the reaper detached an idle entry's
+	// session and before it releases it; holdWaits runs when a call starts
+	// waiting for such a release.
+	reapPicked func(*entry)
+	holdWaits  func(*entry)
 }
 
 // NewSessions starts the idle reaper; Close stops it and releases everything.
@@ -138,6 +144,11 @@ type entry struct {
 	notes    []string // for the next result
 	watching bool     // a goroutine waits for the client to go away
 	gone     bool     // dropped from the pool: a call must not reopen it
+	// releasing is closed when the session detached from the entry has
+	// been released: a call that arrives meanwhile waits for it (the new
+	// session has the same name, so it must not open while the old one's
+	// state is being removed).
+	releasing chan struct{}
 }
 
 // ErrClosed means the server is shutting down.
@@ -190,6 +201,22 @@ func (e *entry) hold(ctx context.Context, req *mcp.CallToolRequest) (c *call, cl
 	p := e.p
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	for e.releasing != nil {
+		// The session was detached (idle, release tool) and is being
+		// released: wait for that, then open a fresh one.
+		ch := e.releasing
+		e.mu.Unlock()
+		if p.holdWaits != nil {
+			p.holdWaits(e)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			e.mu.Lock()
+			return nil, false, ctx.Err()
+		}
+		e.mu.Lock()
+	}
 	if e.gone {
 		return nil, false, errors.New("this MCP session has ended")
 	}
@@ -290,13 +317,14 @@ func (e *entry) reset(s *session.Session, note string) {
 		e.mu.Unlock()
 		return
 	}
-	e.sess = nil
+	e.detachLocked()
 	if note != "" {
 		e.notes = append(e.notes, note)
 	}
 	jobs := e.takeJobs()
 	e.mu.Unlock()
 	stopJobs(jobs)
+	defer e.released()
 	if err := s.Release(context.Background()); err != nil {
 		e.p.log.Warn("release lost session", "session", e.name, "err", err)
 	}
@@ -312,15 +340,36 @@ func (e *entry) takeJobs() []*job {
 }
 
 // detach takes the entry's session away and stops its background jobs
-// (their changes come back as they end). The next call opens a new session.
+// (their changes come back as they end). The next call waits until
+// released is called, then opens a new session.
 func (e *entry) detach() *session.Session {
 	e.mu.Lock()
-	s := e.sess
-	e.sess = nil
+	s := e.detachLocked()
 	jobs := e.takeJobs()
 	e.mu.Unlock()
 	stopJobs(jobs)
 	return s
+}
+
+// detachLocked takes the session away, with e.mu held; a call arriving
+// from now on waits for released.
+func (e *entry) detachLocked() *session.Session {
+	s := e.sess
+	e.sess = nil
+	if s != nil && e.releasing == nil {
+		e.releasing = make(chan struct{})
+	}
+	return s
+}
+
+// released lets the calls waiting on a detached session's release go on.
+func (e *entry) released() {
+	e.mu.Lock()
+	if e.releasing != nil {
+		close(e.releasing)
+		e.releasing = nil
+	}
+	e.mu.Unlock()
 }
 
 // release detaches the session and releases its sandbox.
@@ -329,7 +378,15 @@ func (e *entry) release(ctx context.Context, why string) error {
 	if s == nil {
 		return nil
 	}
+	defer e.released()
+	return e.releaseDetached(ctx, s, why)
+}
+
+func (e *entry) releaseDetached(ctx context.Context, s *session.Session, why string) error {
 	err := s.Release(ctx)
+	for _, n := range s.Notices() {
+		e.p.log.Warn("session release", "session", e.name, "note", n)
+	}
 	e.p.log.Info("session released", "session", e.name, "why", why, "err", err)
 	return err
 }
@@ -342,6 +399,7 @@ func (e *entry) close(ctx context.Context) error {
 	if s == nil {
 		return nil
 	}
+	defer e.released()
 	err := s.Close(ctx)
 	e.p.log.Info("session closed", "session", e.name, "kept", s.Info().Keep, "err", err)
 	return err
@@ -410,24 +468,39 @@ func (p *Sessions) reap(ttl time.Duration) {
 		select {
 		case <-p.stop:
 			return
-		case <-t.C:
+		case now := <-t.C:
+			p.reapOnce(now, ttl)
 		}
-		p.mu.Lock()
-		var idle []*entry
-		for _, e := range p.entries {
-			e.mu.Lock()
-			if e.sess != nil && e.active == 0 && !e.jobsRunning() && time.Since(e.lastUsed) > ttl {
-				idle = append(idle, e)
-			}
-			e.mu.Unlock()
-		}
-		p.mu.Unlock()
-		for _, e := range idle {
-			e.mu.Lock()
+	}
+}
+
+// reapOnce releases the sessions idle for more than ttl at now. The check
+// and the detach are one step under the entry's lock: a call that holds the
+// session (active) keeps it, and a call that comes after the detach waits
+// for the release and then gets a fresh session.
+func (p *Sessions) reapOnce(now time.Time, ttl time.Duration) {
+	type idle struct {
+		e *entry
+		s *session.Session
+	}
+	var found []idle
+	p.mu.Lock()
+	for _, e := range p.entries {
+		e.mu.Lock()
+		if e.sess != nil && e.active == 0 && !e.jobsRunning() && now.Sub(e.lastUsed) > ttl {
 			e.notes = append(e.notes, fmt.Sprintf("the previous sandbox was released after %s without use; this call claimed a new one (the working directory is back at the start, files outside the code dirs are gone)", ttl))
-			e.mu.Unlock()
-			e.release(context.Background(), "idle")
+			found = append(found, idle{e, e.detachLocked()})
+			e.jobs = map[string]*job{} // all ended (jobsRunning)
 		}
+		e.mu.Unlock()
+	}
+	p.mu.Unlock()
+	for _, x := range found {
+		if p.reapPicked != nil {
+			p.reapPicked(x.e)
+		}
+		x.e.releaseDetached(context.Background(), x.s, "idle")
+		x.e.released()
 	}
 }
 
