@@ -45,7 +45,6 @@ func diskUsage(dir string, stop int64) (int64, error) {
 	return total, err
 }
 
-
 // blocks is the disk a file takes: its size (the portable answer).
 func blocks(fi fs.FileInfo) (size int64, ino uint64, shared bool) {
 	return fi.Size(), 0, false
