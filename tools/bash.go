@@ -143,6 +143,9 @@ func (p *Sessions) bash(ctx context.Context, req *mcp.CallToolRequest, in BashIn
 	if res.Route.Where == router.Host {
 		fmt.Fprintf(&b, "\nRan on the host, not in the sandbox: %s", res.Route.Reason)
 	}
+	if res.Route.Where != router.Host {
+		b.WriteString(c.sandboxOnly(so.Cwd, "the working directory", "what is written there"))
+	}
 	b.WriteString(syncText(res.Sync))
 	b.WriteString(notesText(append(c.notes, c.sess.Notices()...)))
 	result := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: b.String()}}}

@@ -142,3 +142,34 @@ func TestBashOutputBlocks(t *testing.T) {
 	wantContains(t, c.fails("bash_output", map[string]any{"id": id, "block": true, "timeout": -1}), "negative")
 	c.ok("bash_kill", map[string]any{"id": id})
 }
+
+// TestSandboxOnlyWritesSaySo: a file written outside the code dirs, and a
+// working directory outside them, are said to stay in the sandbox, once per
+// path.
+func TestSandboxOnlyWritesSaySo(t *testing.T) {
+	e := newEnv(t)
+	c := e.stdio()
+	const note = "stays in the sandbox; not synced to the host"
+	got := c.ok("write", map[string]any{"file_path": "/tmp/x", "content": "one\n"})
+	wantContains(t, got, "File created successfully at: /tmp/x\nNote: the file /tmp/x is outside the code directories ("+e.code+"): it "+note)
+	c.ok("read", map[string]any{"file_path": "/tmp/x"})
+	if got := c.ok("edit", map[string]any{"file_path": "/tmp/x", "old_string": "one", "new_string": "two"}); strings.Contains(got, note) {
+		t.Errorf("said twice for /tmp/x: %s", got)
+	}
+	wantContains(t, c.ok("write", map[string]any{"file_path": "/tmp/y", "content": "y\n"}), "/tmp/y is outside", note)
+	if got := c.ok("write", map[string]any{"file_path": filepath.Join(e.code, "in.txt"), "content": "in\n"}); strings.Contains(got, note) {
+		t.Errorf("a code dir file is said to stay in the sandbox: %s", got)
+	}
+	wantContains(t, c.bash("cd /tmp"), "Note: the working directory /tmp is outside the code directories ("+e.code+"): what is written there "+note)
+	if got := c.bash("echo z > z"); strings.Contains(got, note) {
+		t.Errorf("said twice for /tmp: %s", got)
+	}
+	if got := c.bash("cd " + e.code + " && echo here"); strings.Contains(got, note) {
+		t.Errorf("a code dir cwd is said to stay in the sandbox: %s", got)
+	}
+	if _, err := os.Stat("/tmp/x"); err == nil {
+		if b, _ := os.ReadFile("/tmp/x"); string(b) == "two\n" {
+			t.Errorf("/tmp/x reached the host")
+		}
+	}
+}
