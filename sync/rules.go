@@ -7,6 +7,8 @@ import (
 	"strings"
 	"unicode"
 
+	"golang.org/x/text/unicode/norm"
+
 	"github.com/sbx-sh/sbx/internal/escape"
 )
 
@@ -209,14 +211,15 @@ func isGitName(c string) bool {
 }
 
 // foldName is a path component as a case-insensitive host file system
-// compares it with an ASCII name: the code points HFS+ ignores removed,
-// every rune case-folded (the Kelvin sign is a k on APFS), trailing dots and
-// spaces dropped and an NTFS stream suffix cut off (as Windows does).
-// Names that differ after folding may still be one file on some host, but
-// none of them folds to a different ASCII name.
+// compares it: composed to NFC (APFS and HFS+ do not tell "é" from "e" and a
+// combining accent), the code points HFS+ ignores removed, every rune
+// case-folded (the Kelvin sign is a k on APFS), trailing dots and spaces
+// dropped and an NTFS stream suffix cut off (as Windows does). Names that
+// differ after folding may still be one file on some host (file systems fold
+// slightly differently), but none of them folds to a different ASCII name.
 func foldName(c string) string {
 	var b strings.Builder
-	for _, r := range c {
+	for _, r := range norm.NFC.String(c) {
 		if hfsIgnored(r) {
 			continue
 		}

@@ -235,6 +235,13 @@ func TestProtected(t *testing.T) {
 			}
 		})
 	}
+	nfc, err := newProtectedSet(nil, []string{"hooks-\u00e9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !nfc.protects("hooks-e\u0301/pre-commit", file, false) || !nfc.protects("HOOKS-\u00c9/pre-commit", file, false) {
+		t.Error("a hooks directory spelled decomposed or upper case (one directory on APFS) is not protected")
+	}
 	for _, bad := range []string{"../x", "a/*.json", ""} {
 		if _, err := newProtectedSet([]string{bad + "x"}, nil); err == nil && bad != "" {
 			t.Errorf("protected entry %q accepted", bad+"x")
@@ -281,4 +288,46 @@ func oracleGitName(el string) bool {
 	el, _, _ = strings.Cut(el, ":")
 	el = strings.TrimRight(el, ". ")
 	return strings.EqualFold(el, ".git") || (len(el) >= 4 && strings.EqualFold(el[:4], "git~"))
+}
+
+// FuzzProtected: whenever a component of the path is, to the test's own
+// comparison (oracleGitName's stripping, then strings.EqualFold), one of the
+// one-component protected names, the change is quarantined. The NFC and
+// Unicode folding of foldName are beyond this oracle; it checks that they
+// never lose what plain case folding finds.
+func FuzzProtected(f *testing.F) {
+	for _, s := range []string{".claude/settings.json", "a/.EnvRC", ".envrc.", "x/.Mcp.Json", "src/main.go", ".hus\u212ay/x"} {
+		f.Add(s)
+	}
+	s, err := newProtectedSet(DefaultProtected, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	var names []string
+	for _, e := range DefaultProtected {
+		if e = strings.Trim(e, "/"); !strings.Contains(e, "/") {
+			names = append(names, e)
+		}
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		if CheckPath(p) != nil {
+			return
+		}
+		got := s.protects(p, file, false)
+		for _, el := range strings.Split(p, "/") {
+			el = strings.Map(func(r rune) rune {
+				if (r >= 0x200c && r <= 0x200f) || (r >= 0x202a && r <= 0x202e) || (r >= 0x206a && r <= 0x206f) || r == 0xfeff {
+					return -1
+				}
+				return r
+			}, el)
+			el, _, _ = strings.Cut(el, ":")
+			el = strings.TrimRight(el, ". ")
+			for _, n := range names {
+				if strings.EqualFold(el, n) && !got {
+					t.Fatalf("%q holds %q (as %q) but is not protected", p, n, el)
+				}
+			}
+		}
+	})
 }
