@@ -153,6 +153,15 @@ var ErrLinkLeaves = errors.New("its target leaves the code directory through a s
 // macOS after 32), so a loop is no way out and is brought back like any link.
 const maxLinkHops = 255
 
+// maxLinkSteps bounds the components CheckLinkTree walks for one link (each
+// an Lstat on the host): a loop of long targets would otherwise cost
+// millions of them per planted link. Real targets take a handful.
+const maxLinkSteps = 4096
+
+// ErrLinkTooDeep is a symlink whose target takes more than maxLinkSteps
+// components to follow.
+var ErrLinkTooDeep = errors.New("its target takes more than 4096 steps to follow through the tree's links")
+
 // CheckLinkTree follows the target of a new symlink at p through the links
 // of the tree it lands in: lookup(q) returns the target of the symlink at q
 // (a slash path relative to the tree), or false when q is no symlink. It
@@ -167,7 +176,10 @@ func CheckLinkTree(p, t string, lookup func(q string) (string, bool)) error {
 		cur = nil
 	}
 	pending := strings.Split(t, "/")
-	for hops := 0; len(pending) > 0; {
+	for hops, steps := 0, 0; len(pending) > 0; steps++ {
+		if steps > maxLinkSteps {
+			return ErrLinkTooDeep
+		}
 		c := pending[0]
 		pending = pending[1:]
 		switch c {

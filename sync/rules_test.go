@@ -250,7 +250,8 @@ func TestProtected(t *testing.T) {
 }
 
 func TestCheckLinkTree(t *testing.T) {
-	tree := map[string]string{"U": ".", "out": "/outside", "up": "..", "d/l": "../e", "loop": "loop"}
+	tree := map[string]string{"U": ".", "out": "/outside", "up": "..", "d/l": "../e", "loop": "loop",
+		"long": strings.Repeat("./", 1000) + "long"}
 	lookup := func(q string) (string, bool) { t, ok := tree[q]; return t, ok }
 	for _, c := range []struct {
 		name, path, target string
@@ -263,6 +264,7 @@ func TestCheckLinkTree(t *testing.T) {
 		{"through a relative link inside", "k", "d/l/f", true},
 		{"climbing out", "a/k", "../../x", false},
 		{"a loop resolves nowhere", "k", "loop/x", true},
+		{"a loop of long targets is too deep to follow", "k", "long/x", false},
 		{"into .git through a link", "k", "U/.git/config", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
