@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sbx-sh/sbx/internal/gittest"
 )
 
 // Attacks of issue 10, section 3 ("nothing the host runs is planted"), each
@@ -203,5 +205,49 @@ func TestHostCommandPathArguments(t *testing.T) {
 			b, _ := os.ReadFile(ran)
 			t.Fatalf("%s: gh ran on the host with %q", arg, b)
 		}
+	}
+}
+
+// TestPlantedCommitAndHostPullRebase pins down what the quarantine holds
+// against commits (docs/security.md, "What really holds"): a commit made in
+// the sandbox that adds a protected file comes back as objects, refs and
+// index, and the work tree lacks the file. A routed host git pull --rebase
+// then refuses (the missing file is an unstaged change); with --autostash it
+// rebases, writing the file, and the stash's pop takes it away again; the
+// result names the protected file the host command touched.
+func TestPlantedCommitAndHostPullRebase(t *testing.T) {
+	w := gitWorld(t)
+	url, _ := gittest.HTTPRemote(t, tempDir(t), w.home)
+	w.git(t, "remote", "add", "origin", url)
+	w.git(t, "push", "-q", "-u", "origin", "main")
+	other := filepath.Join(tempDir(t), "other")
+	w.git(t, "clone", "-q", url, other)
+	os.WriteFile(filepath.Join(other, "up.txt"), []byte("upstream\n"), 0o644)
+	w.git(t, "-C", other, "add", "up.txt")
+	w.git(t, "-C", other, "commit", "-q", "-m", "upstream")
+	w.git(t, "-C", other, "push", "-q", "origin", "main")
+	ident := []string{"GIT_AUTHOR_NAME=u", "GIT_AUTHOR_EMAIL=u@example.com", "GIT_COMMITTER_NAME=u", "GIT_COMMITTER_EMAIL=u@example.com"}
+	planted := filepath.Join(w.code, ".claude/settings.json")
+	r := w.sbxEnv(t, w.code, ident, "exec", "--", "export GIT_AUTHOR_NAME=u GIT_AUTHOR_EMAIL=u@e GIT_COMMITTER_NAME=u GIT_COMMITTER_EMAIL=u@e; "+
+		"mkdir -p .claude && echo '{\"hooks\":1}' > .claude/settings.json && git add .claude && git commit -q -m planted")
+	if r.code != 0 || !strings.Contains(r.stderr, "quarantined: "+planted) {
+		t.Fatalf("exec: %d %q", r.code, r.stderr)
+	}
+	absent(t, planted, "the planted file before the pull")
+	if !strings.Contains(w.git(t, "log", "--stat", "-1"), ".claude/settings.json") {
+		t.Fatal("the sandbox's commit did not come back")
+	}
+	r = w.sbxEnv(t, w.code, ident, "exec", "--", "git pull --rebase origin main")
+	if r.code == 0 || !strings.Contains(r.stderr, "unstaged changes") {
+		t.Fatalf("routed git pull --rebase: %d %q", r.code, r.stderr)
+	}
+	absent(t, planted, "the planted file after a refused pull --rebase")
+	r = w.sbxEnv(t, w.code, ident, "exec", "--", "git pull --rebase --autostash origin main")
+	if r.code != 0 {
+		t.Fatalf("routed git pull --rebase --autostash: %d %q", r.code, r.stderr)
+	}
+	absent(t, planted, "the planted file after pull --rebase --autostash")
+	if !strings.Contains(w.git(t, "log", "--format=%s", "-2"), "planted\nupstream") {
+		t.Fatalf("the rebase did not replay the sandbox's commit: %s", w.git(t, "log", "--oneline", "-3"))
 	}
 }
