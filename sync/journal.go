@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -20,9 +21,11 @@ import (
 // so that `sbx undo` can put the host tree back as it was before a command.
 //
 // Layout: Dir/<round>/entries.json and Dir/<round>/<n> for the kept
-// contents, one <round> per pull-back that changed something, named so that
-// they sort oldest first. A round without entries.json (a crash while it was
-// written) is removed by the next prune.
+// contents, one <round> per pull-back that changed something, named
+// <nanoseconds>-<what>-<bytes kept> so that they sort oldest first and the
+// cap and the age limit need only the directory's listing. A round is
+// written as <name>.tmp and renamed when complete; a .tmp left by a crash
+// is removed by the next prune (the session's lock serializes writers).
 
 // DefaultJournalSize is the journal's size cap when none is configured.
 const DefaultJournalSize = 1 << 30
@@ -78,7 +81,7 @@ type journalRound struct {
 func (j *Journal) begin(what string) {
 	now := time.Now().UTC()
 	id := fmt.Sprintf("%020d-%s", now.UnixNano(), what)
-	j.cur = &journalRound{JournalRound: JournalRound{ID: id, Time: now, What: what}, dir: filepath.Join(j.Dir, id)}
+	j.cur = &journalRound{JournalRound: JournalRound{ID: id, Time: now, What: what}, dir: filepath.Join(j.Dir, id+".tmp")}
 	j.written = 0
 }
 
@@ -153,6 +156,9 @@ func (j *Journal) commit() error {
 	if err := writeRound(r.dir, &r.JournalRound); err != nil {
 		return err
 	}
+	if err := os.Rename(r.dir, filepath.Join(j.Dir, fmt.Sprintf("%s-%d", r.ID, j.written))); err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
 	return j.prune()
 }
 
@@ -179,7 +185,7 @@ func (j *Journal) Rounds() ([]JournalRound, error) {
 	}
 	var out []JournalRound
 	for _, de := range ents {
-		if !de.IsDir() {
+		if _, _, ok := roundName(de.Name()); !ok || !de.IsDir() {
 			continue
 		}
 		raw, err := os.ReadFile(filepath.Join(j.Dir, de.Name(), "entries.json"))
@@ -198,7 +204,8 @@ func (j *Journal) Rounds() ([]JournalRound, error) {
 }
 
 // prune drops incomplete rounds, rounds older than JournalKeep, and then the
-// oldest rounds until the kept contents fit the cap.
+// oldest rounds until the kept contents fit the cap. It reads only the
+// journal's listing: a round's name carries its time and size.
 func (j *Journal) prune() error {
 	ents, err := os.ReadDir(j.Dir)
 	if err != nil {
@@ -214,20 +221,13 @@ func (j *Journal) prune() error {
 		if !de.IsDir() {
 			continue // held.json
 		}
-		dir := filepath.Join(j.Dir, de.Name())
-		fi, err := os.Stat(filepath.Join(dir, "entries.json"))
-		if err != nil || time.Since(fi.ModTime()) > JournalKeep {
-			os.RemoveAll(dir)
+		name := de.Name()
+		when, size, ok := roundName(name)
+		if !ok || time.Since(when) > JournalKeep {
+			os.RemoveAll(filepath.Join(j.Dir, name))
 			continue
 		}
-		var size int64
-		files, _ := os.ReadDir(dir)
-		for _, f := range files {
-			if i, err := f.Info(); err == nil {
-				size += i.Size()
-			}
-		}
-		rounds = append(rounds, sized{de.Name(), size})
+		rounds = append(rounds, sized{name, size})
 		total += size
 	}
 	sort.Slice(rounds, func(a, b int) bool { return rounds[a].name < rounds[b].name })
@@ -237,6 +237,21 @@ func (j *Journal) prune() error {
 		rounds = rounds[1:]
 	}
 	return nil
+}
+
+// roundName parses <nanoseconds>-<what>-<bytes>; ok is false for anything
+// else (a .tmp round a crash left).
+func roundName(name string) (when time.Time, size int64, ok bool) {
+	i, k := strings.Index(name, "-"), strings.LastIndex(name, "-")
+	if i <= 0 || k <= i || strings.HasSuffix(name, ".tmp") {
+		return time.Time{}, 0, false
+	}
+	ns, err1 := strconv.ParseInt(name[:i], 10, 64)
+	size, err2 := strconv.ParseInt(name[k+1:], 10, 64)
+	if err1 != nil || err2 != nil || size < 0 {
+		return time.Time{}, 0, false
+	}
+	return time.Unix(0, ns), size, true
 }
 
 // PruneJournals removes the rounds older than JournalKeep of every session
