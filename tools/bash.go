@@ -143,6 +143,9 @@ func (p *Sessions) bash(ctx context.Context, req *mcp.CallToolRequest, in BashIn
 	if res.Route.Where == router.Host {
 		fmt.Fprintf(&b, "\nRan on the host, not in the sandbox: %s", res.Route.Reason)
 	}
+	if res.Route.Where != router.Host {
+		b.WriteString(c.sandboxOnly(so.Cwd, "the working directory", "what is written there"))
+	}
 	b.WriteString(syncText(res.Sync))
 	b.WriteString(notesText(append(c.notes, c.sess.Notices()...)))
 	result := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: b.String()}}}
@@ -162,7 +165,7 @@ func syncText(rep sbxsync.Report) string {
 		b.WriteString(r.Error())
 	}
 	for _, c := range rep.Conflicts {
-		fmt.Fprintf(&b, "\nConflict: %s changed on the host and in the sandbox; the host's version stays, the sandbox's is in %s", escape.Name(c), escape.Name(c+sbxsync.ConflictSuffix))
+		b.WriteString("\nConflict: " + session.ConflictNote(c))
 	}
 	for _, q := range rep.Quarantined {
 		fmt.Fprintf(&b, "\nQuarantined: %s is a file host tools trust; the sandbox's change waits under %s for the user to review (sbx accept)", escape.Name(q), sbxsync.QuarantineDir)
@@ -176,6 +179,7 @@ type job struct {
 	command string
 	cancel  context.CancelFunc
 	out     *ring
+	wake    chan struct{} // gets a value after output arrives (bash_output's block)
 	done    chan struct{}
 	started time.Time
 
@@ -188,10 +192,11 @@ type job struct {
 
 func (p *Sessions) spawn(ctx context.Context, c *call, in BashInput, timeout time.Duration) (*mcp.CallToolResult, *BashOutput, error) {
 	jctx, cancel := context.WithCancel(context.Background())
-	j := &job{command: in.Command, cancel: cancel, out: &ring{max: JobOutputMax}, done: make(chan struct{}), started: time.Now()}
+	j := &job{command: in.Command, cancel: cancel, out: &ring{max: JobOutputMax}, wake: make(chan struct{}, 1), done: make(chan struct{}), started: time.Now()}
+	out := wakeWriter{j.out, j.wake}
 	sj, err := c.sess.Spawn(jctx, session.Run{
 		Command: in.Command, Shell: "/bin/bash", Dir: c.firstDir(),
-		Stdout: j.out, Stderr: j.out, Timeout: timeout,
+		Stdout: out, Stderr: out, Timeout: timeout,
 	})
 	if err != nil {
 		cancel()
@@ -221,6 +226,22 @@ func (p *Sessions) spawn(ctx context.Context, c *call, in BashInput, timeout tim
 		&BashOutput{ID: j.id, Status: "running", Cwd: c.cwd()}, nil
 }
 
+// wakeWriter passes a job's output to its ring and wakes a bash_output
+// that waits for it.
+type wakeWriter struct {
+	r    *ring
+	wake chan struct{}
+}
+
+func (w wakeWriter) Write(p []byte) (int, error) {
+	n, err := w.r.Write(p)
+	select {
+	case w.wake <- struct{}{}:
+	default: // a wake-up is already pending
+	}
+	return n, err
+}
+
 // stopJobs kills jobs and waits a little for each to end and bring back
 // what it changed.
 func stopJobs(jobs []*job) {
@@ -245,11 +266,24 @@ type JobInput struct {
 	ID string `json:"id" jsonschema:"The id of the background job, as returned by bash with run_in_background."`
 }
 
+// Limits of bash_output's wait.
+const (
+	DefaultOutputWait = 30 * time.Second
+	MaxOutputWait     = 600 * time.Second
+)
+
+// OutputInput is bash_output's arguments.
+type OutputInput struct {
+	ID      string `json:"id" jsonschema:"The id of the background job, as returned by bash with run_in_background."`
+	Block   bool   `json:"block,omitempty" jsonschema:"Wait for new output or the job's end before returning (default false: return at once)."`
+	Timeout int    `json:"timeout,omitempty" jsonschema:"With block: how long to wait at most, in milliseconds (default 30000, max 600000). When it passes, the call returns what there is, with the status running."`
+}
+
 // BashOutputTool reads a background job's new output and status.
 func BashOutputTool(p *Sessions) ServerTool {
 	return newTool(&mcp.Tool{
 		Name:        "bash_output",
-		Description: "Returns the output a background bash job (started with run_in_background) produced since the last bash_output call for it, and its status: running, or how it ended (exit code). Only the last 1 MiB of a job's output is kept.",
+		Description: "Returns the output a background bash job (started with run_in_background) produced since the last bash_output call for it, and its status: running, or how it ended (exit code). With block: true it first waits, up to timeout milliseconds (default 30000, max 600000), for new output or the job's end. Only the last 1 MiB of a job's output is kept.",
 		Annotations: &mcp.ToolAnnotations{Title: "Read a background job's output", ReadOnlyHint: true, OpenWorldHint: ptr(false)},
 	}, p.bashOutput)
 }
@@ -277,7 +311,10 @@ func (p *Sessions) findJob(ctx context.Context, req *mcp.CallToolRequest, id str
 	return c, j, nil
 }
 
-func (p *Sessions) bashOutput(ctx context.Context, req *mcp.CallToolRequest, in JobInput) (*mcp.CallToolResult, *BashOutput, error) {
+func (p *Sessions) bashOutput(ctx context.Context, req *mcp.CallToolRequest, in OutputInput) (*mcp.CallToolResult, *BashOutput, error) {
+	if in.Timeout < 0 {
+		return nil, nil, fmt.Errorf("timeout %d is negative: give milliseconds, at most %d", in.Timeout, MaxOutputWait.Milliseconds())
+	}
 	c, j, err := p.findJob(ctx, req, in.ID)
 	if err != nil {
 		return nil, nil, err
@@ -290,6 +327,16 @@ func (p *Sessions) bashOutput(ctx context.Context, req *mcp.CallToolRequest, in 
 	default:
 	}
 	raw, dropped := j.out.next()
+	if in.Block && !ended && len(raw) == 0 && dropped == 0 {
+		wait := DefaultOutputWait
+		if in.Timeout > 0 {
+			wait = min(time.Duration(in.Timeout)*time.Millisecond, MaxOutputWait)
+		}
+		raw, dropped, ended, err = j.wait(ctx, wait)
+		if err != nil {
+			return nil, nil, err
+		}
+	}
 	capt := newCapture(OutputLimit)
 	capt.Write(raw)
 	text, truncated := capt.render(OutputLimit)
@@ -331,6 +378,35 @@ func (p *Sessions) bashOutput(ctx context.Context, req *mcp.CallToolRequest, in 
 	b.WriteString(syncText(o.Sync))
 	b.WriteString(notesText(c.notes))
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: b.String()}}}, so, nil
+}
+
+// wait waits up to d for new output of the job or its end, and returns
+// that output. A wake-up left from output already read is not new output:
+// the wait goes on.
+func (j *job) wait(ctx context.Context, d time.Duration) (raw []byte, dropped int64, ended bool, err error) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, 0, false, fmt.Errorf("bash_output was cancelled while it waited: %w", ctx.Err())
+		case <-timer.C:
+			raw, dropped = j.out.next()
+			return raw, dropped, false, nil
+		case <-j.done:
+			raw, dropped = j.out.next()
+			return raw, dropped, true, nil
+		case <-j.wake:
+			if raw, dropped = j.out.next(); len(raw) > 0 || dropped > 0 {
+				select {
+				case <-j.done:
+					ended = true
+				default:
+				}
+				return raw, dropped, ended, nil
+			}
+		}
+	}
 }
 
 // BashKillTool stops a background job.

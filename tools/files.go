@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -99,6 +100,58 @@ func shellReason(stderr string) string {
 		return "the write failed"
 	}
 	return msg
+}
+
+// fileState is what the tools know of one session's files: which
+// sandbox-only paths they have already said are sandbox-only. It belongs to
+// one session.Session: a new one (after a release) starts afresh.
+type fileState struct {
+	mu     sync.Mutex
+	sess   *session.Session
+	warned map[string]bool
+}
+
+// state returns the call's session's file state, reset when the session
+// is a new one. Called with st.mu held.
+func (c *call) state() *fileState {
+	st := &c.e.files
+	if st.sess != c.sess {
+		st.sess, st.warned = c.sess, map[string]bool{}
+	}
+	return st
+}
+
+// inCodeDirs reports whether path is in one of the code dirs, whose
+// changes the sync brings back to the host.
+func (c *call) inCodeDirs(path string) bool {
+	for _, d := range c.e.p.cfg.Params.CodeDirs {
+		if path == d || strings.HasPrefix(path, strings.TrimSuffix(d, "/")+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// sandboxOnly says, the first time in the session for each path, that what
+// is written at path (a file, or a working directory's contents) stays in
+// the sandbox: the sync brings back only the code dirs.
+func (c *call) sandboxOnly(path, what, subject string) string {
+	if path == "" || c.inCodeDirs(path) {
+		return ""
+	}
+	st := &c.e.files
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	c.state()
+	if st.warned[path] {
+		return ""
+	}
+	st.warned[path] = true
+	dirs := strings.Join(c.e.p.cfg.Params.CodeDirs, ", ")
+	if dirs == "" {
+		dirs = "none"
+	}
+	return fmt.Sprintf("\nNote: %s %s is outside the code directories (%s): %s stays in the sandbox; not synced to the host, and is gone when the session is released.", what, path, dirs, subject)
 }
 
 // checkPath accepts absolute paths only, as the tools' contract says.
@@ -327,7 +380,7 @@ func (p *Sessions) write(ctx context.Context, req *mcp.CallToolRequest, in Write
 	if created {
 		msg = fmt.Sprintf("File created successfully at: %s", path)
 	}
-	return textResult(msg + syncText(rep) + notesText(c.notes)), nil, nil
+	return textResult(msg + c.sandboxOnly(path, "the file", "it") + syncText(rep) + notesText(c.notes)), nil, nil
 }
 
 // writeFile writes content to path in the sandbox and reports whether it
@@ -468,7 +521,7 @@ func (p *Sessions) edit(ctx context.Context, req *mcp.CallToolRequest, in EditIn
 	default:
 		msg = fmt.Sprintf("The file %s has been updated. Here's the result of running `cat -n` on a snippet of the edited file:\n%s", path, snippet(updated, at, in.NewString))
 	}
-	return textResult(msg + syncText(rep) + notesText(c.notes)), nil, nil
+	return textResult(msg + c.sandboxOnly(path, "the file", "it") + syncText(rep) + notesText(c.notes)), nil, nil
 }
 
 // snippet shows the lines around an edit, numbered as read shows them.

@@ -141,9 +141,10 @@ type entry struct {
 	nextJob  int
 	active   int // calls in flight
 	lastUsed time.Time
-	notes    []string // for the next result
-	watching bool     // a goroutine waits for the client to go away
-	gone     bool     // dropped from the pool: a call must not reopen it
+	notes    []string  // for the next result
+	files    fileState // what the file tools know of the session (files.go)
+	watching bool      // a goroutine waits for the client to go away
+	gone     bool      // dropped from the pool: a call must not reopen it
 	// releasing is closed when the session detached from the entry has
 	// been released: a call that arrives meanwhile waits for it (the new
 	// session has the same name, so it must not open while the old one's

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"syscall"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -21,15 +23,32 @@ const MaxMessageBytes = 32 << 20
 // (the process's stdin and stdout) that survives bad input: a line that is
 // not JSON, not a JSON-RPC message, a batch, or over MaxMessageBytes is
 // answered with a JSON-RPC error and skipped, where the SDK's own stdio
-// transport would end the connection. The connection ends when In does.
+// transport would end the connection.
+//
+// The connection ends when In does, but only once every request read
+// before has been answered (at most Drain after the end of In): a client
+// that sends its requests and closes its end gets their results, and what
+// the calls changed is brought back, instead of the calls being cancelled
+// with the connection.
 type StdioTransport struct {
 	In  io.Reader
 	Out io.Writer
+	// Drain bounds the wait for the answers after In ends (zero: DrainMax).
+	Drain time.Duration
 }
+
+// DrainMax is how long a connection whose input ended waits at most for
+// the calls in flight: the longest bash timeout, and a minute to bring
+// back what the command changed.
+const DrainMax = MaxTimeout + time.Minute
 
 // Connect implements mcp.Transport.
 func (t *StdioTransport) Connect(context.Context) (mcp.Connection, error) {
-	c := &stdioConn{out: t.Out, incoming: make(chan readResult), closed: make(chan struct{})}
+	c := &stdioConn{out: t.Out, incoming: make(chan readResult), closed: make(chan struct{}),
+		pending: map[jsonrpc.ID]bool{}, answered: make(chan struct{}, 1), drain: t.Drain}
+	if c.drain <= 0 {
+		c.drain = DrainMax
+	}
 	go c.readLoop(bufio.NewReaderSize(t.In, 64<<10))
 	return c, nil
 }
@@ -45,6 +64,70 @@ type stdioConn struct {
 	incoming  chan readResult
 	closed    chan struct{}
 	closeOnce sync.Once
+
+	// pending holds the ids of calls read and not yet answered; answered
+	// gets a value when one is.
+	pmu      sync.Mutex
+	pending  map[jsonrpc.ID]bool
+	answered chan struct{}
+	drain    time.Duration
+}
+
+// track notes a call read, and forgets one the client cancelled (the
+// server need not answer it).
+func (c *stdioConn) track(msg jsonrpc.Message) {
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok {
+		return
+	}
+	c.pmu.Lock()
+	defer c.pmu.Unlock()
+	if req.IsCall() {
+		c.pending[req.ID] = true
+		return
+	}
+	if req.Method == "notifications/cancelled" {
+		var p struct {
+			RequestID any `json:"requestId"`
+		}
+		if json.Unmarshal(req.Params, &p) == nil {
+			if id, err := jsonrpc.MakeID(p.RequestID); err == nil {
+				c.forgetLocked(id)
+			}
+		}
+	}
+}
+
+func (c *stdioConn) forgetLocked(id jsonrpc.ID) {
+	if c.pending[id] {
+		delete(c.pending, id)
+		select {
+		case c.answered <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// waitAnswered waits until every call read has been answered, the
+// connection is closed, or the drain time has passed.
+func (c *stdioConn) waitAnswered() {
+	timer := time.NewTimer(c.drain)
+	defer timer.Stop()
+	for {
+		c.pmu.Lock()
+		n := len(c.pending)
+		c.pmu.Unlock()
+		if n == 0 {
+			return
+		}
+		select {
+		case <-c.answered:
+		case <-c.closed:
+			return
+		case <-timer.C:
+			return
+		}
+	}
 }
 
 func (c *stdioConn) SessionID() string { return "" }
@@ -65,13 +148,25 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if err != nil {
 		return err
 	}
-	return c.writeLine(data)
+	err = c.writeLine(data)
+	if resp, ok := msg.(*jsonrpc.Response); ok {
+		c.pmu.Lock()
+		c.forgetLocked(resp.ID)
+		c.pmu.Unlock()
+	}
+	return err
 }
 
 func (c *stdioConn) writeLine(data []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	_, err := c.out.Write(append(data, '\n'))
+	if errors.Is(err, syscall.EPIPE) {
+		// The client stopped reading: its answers are lost, but the calls
+		// in flight still finish and bring back what they changed (an
+		// error here would cancel them).
+		return nil
+	}
 	return err
 }
 
@@ -95,11 +190,17 @@ func (c *stdioConn) readLoop(r *bufio.Reader) {
 		if tooLong {
 			c.reject(nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf("message of over %d bytes refused: the limit is %d bytes", MaxMessageBytes, MaxMessageBytes))
 		} else if len(bytes.TrimSpace(line)) > 0 {
-			if msg, ok := c.decode(line); ok && !c.deliver(readResult{msg: msg}) {
-				return
+			if msg, ok := c.decode(line); ok {
+				c.track(msg)
+				if !c.deliver(readResult{msg: msg}) {
+					return
+				}
 			}
 		}
 		if err != nil {
+			// The end of the input ends the connection, which cancels the
+			// calls in flight: let them finish first.
+			c.waitAnswered()
 			c.deliver(readResult{err: err})
 			return
 		}

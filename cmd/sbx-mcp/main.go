@@ -160,6 +160,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		tc.DefaultName = name
 		pool := tools.NewSessions(tc)
 		server := tools.NewServer(versionString(), pool)
+		// A client that stops reading must not kill sbx-mcp with SIGPIPE
+		// before the calls in flight brought back what they changed: the
+		// write fails instead, and the transport goes on.
+		signal.Ignore(syscall.SIGPIPE)
 		err := server.Run(ctx, &tools.StdioTransport{In: stdin, Out: stdout})
 		// Pull back, then release, whatever ended the connection.
 		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

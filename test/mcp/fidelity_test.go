@@ -1,9 +1,17 @@
 package mcptest
 
 import (
+	"context"
+	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestShellErrorsAsBash: the agent sees what `bash -c "$command"` prints,
@@ -55,4 +63,199 @@ func TestShellErrorsAsBash(t *testing.T) {
 			t.Errorf("the file script's shell shows: %s", got)
 		}
 	})
+}
+
+// waitOutput reads a background job's output until it holds want, within
+// a deadline.
+func (c *client) waitOutput(id, want string) string {
+	c.t.Helper()
+	var all string
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(all, want) {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("job %s never printed %q; got %q", id, want, all)
+		}
+		all += c.ok("bash_output", map[string]any{"id": id, "block": true, "timeout": 5000})
+	}
+	return all
+}
+
+// TestConflictNoteNamesRealFiles: a file changed on the host and in the
+// sandbox: the note names the file and the copy that exists.
+func TestConflictNoteNamesRealFiles(t *testing.T) {
+	e := newEnv(t)
+	c := e.stdio()
+	e.write("c2.txt", "base\n")
+	c.bash("cat c2.txt")
+	res := c.call("bash", map[string]any{"command": "echo sandbox > c2.txt; echo written; exec sleep 600", "run_in_background": true})
+	id := structured(t, res)["id"].(string)
+	c.waitOutput(id, "written")
+	e.write("c2.txt", "host\n")
+	got := c.ok("bash_kill", map[string]any{"id": id})
+	aside := filepath.Join(e.code, "c2.txt.sbx-conflict")
+	wantContains(t, got, "Conflict: "+filepath.Join(e.code, "c2.txt")+" changed on the host and in the sandbox; the host's version stays, the sandbox's is in "+aside)
+	if strings.Contains(got, ".sbx-conflict.sbx-conflict") {
+		t.Errorf("names a file that does not exist: %s", got)
+	}
+	if b, err := os.ReadFile(aside); err != nil || string(b) != "sandbox\n" {
+		t.Errorf("%s: %q %v", aside, b, err)
+	}
+	if got := e.read("c2.txt"); got != "host\n" {
+		t.Errorf("host's c2.txt: %q", got)
+	}
+}
+
+// TestBashOutputBlocks: bash_output with block waits for new output or the
+// job's end, and at most its timeout.
+func TestBashOutputBlocks(t *testing.T) {
+	e := newEnv(t)
+	c := e.stdio()
+	start := func(command string) string {
+		t.Helper()
+		res := c.call("bash", map[string]any{"command": command, "run_in_background": true})
+		return structured(t, res)["id"].(string)
+	}
+	// The job prints once the test has seen the non-blocking answer: it
+	// reads a line from a FIFO the test writes to.
+	c.bash("mkfifo /tmp/go /tmp/end")
+	id := start("read x < /tmp/go; echo late; read x < /tmp/end; echo last")
+	if got := c.ok("bash_output", map[string]any{"id": id}); got != "(no new output)\nStatus: running" {
+		t.Fatalf("without block: %q", got)
+	}
+	c.bash("echo > /tmp/go")
+	res := c.call("bash_output", map[string]any{"id": id, "block": true, "timeout": 60000})
+	if got := text(res); got != "late\nStatus: running" {
+		t.Fatalf("block, new output: %q", got)
+	}
+	c.bash("echo > /tmp/end")
+	got := c.ok("bash_output", map[string]any{"id": id, "block": true, "timeout": 60000})
+	if !strings.Contains(got, "Status: exited") {
+		// The last line and the end can come in two answers.
+		got += "\n" + c.ok("bash_output", map[string]any{"id": id, "block": true, "timeout": 60000})
+	}
+	wantContains(t, got, "last\n", "Status: exited\nExit code: 0")
+
+	id = start("exec sleep 600")
+	t0 := time.Now()
+	res = c.call("bash_output", map[string]any{"id": id, "block": true, "timeout": 300})
+	if d := time.Since(t0); d < 300*time.Millisecond || d > 10*time.Second {
+		t.Errorf("a 300 ms wait took %s", d)
+	}
+	if got := text(res); got != "(no new output)\nStatus: running" {
+		t.Errorf("after the timeout: %q", got)
+	}
+	wantContains(t, c.fails("bash_output", map[string]any{"id": id, "block": true, "timeout": -1}), "negative")
+	c.ok("bash_kill", map[string]any{"id": id})
+}
+
+// TestSandboxOnlyWritesSaySo: a file written outside the code dirs, and a
+// working directory outside them, are said to stay in the sandbox, once per
+// path.
+func TestSandboxOnlyWritesSaySo(t *testing.T) {
+	e := newEnv(t)
+	c := e.stdio()
+	const note = "stays in the sandbox; not synced to the host"
+	got := c.ok("write", map[string]any{"file_path": "/tmp/x", "content": "one\n"})
+	wantContains(t, got, "File created successfully at: /tmp/x\nNote: the file /tmp/x is outside the code directories ("+e.code+"): it "+note)
+	c.ok("read", map[string]any{"file_path": "/tmp/x"})
+	if got := c.ok("edit", map[string]any{"file_path": "/tmp/x", "old_string": "one", "new_string": "two"}); strings.Contains(got, note) {
+		t.Errorf("said twice for /tmp/x: %s", got)
+	}
+	wantContains(t, c.ok("write", map[string]any{"file_path": "/tmp/y", "content": "y\n"}), "/tmp/y is outside", note)
+	if got := c.ok("write", map[string]any{"file_path": filepath.Join(e.code, "in.txt"), "content": "in\n"}); strings.Contains(got, note) {
+		t.Errorf("a code dir file is said to stay in the sandbox: %s", got)
+	}
+	wantContains(t, c.bash("cd /tmp"), "Note: the working directory /tmp is outside the code directories ("+e.code+"): what is written there "+note)
+	if got := c.bash("echo z > z"); strings.Contains(got, note) {
+		t.Errorf("said twice for /tmp: %s", got)
+	}
+	if got := c.bash("cd " + e.code + " && echo here"); strings.Contains(got, note) {
+		t.Errorf("a code dir cwd is said to stay in the sandbox: %s", got)
+	}
+	if _, err := os.Stat("/tmp/x"); err == nil {
+		if b, _ := os.ReadFile("/tmp/x"); string(b) == "two\n" {
+			t.Errorf("/tmp/x reached the host")
+		}
+	}
+}
+
+// signalWriter tells when a line holding want has been written through it.
+type signalWriter struct {
+	w    io.WriteCloser
+	want string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (s *signalWriter) Write(p []byte) (int, error) {
+	n, err := s.w.Write(p)
+	if strings.Contains(string(p), s.want) {
+		s.once.Do(func() { close(s.seen) })
+	}
+	return n, err
+}
+
+func (s *signalWriter) Close() error { return s.w.Close() }
+
+// TestEOFFinishesCalls: a client that sends a call and closes stdin gets
+// its answer, its change reaches the host, and then sbx-mcp exits and
+// releases the sandbox.
+func TestEOFFinishesCalls(t *testing.T) {
+	e := newEnv(t)
+	cmd := exec.Command(binary)
+	cmd.Dir, cmd.Env = e.code, e.vars
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	defer checkStderr(t, stderr)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sw := &signalWriter{w: in, want: `"tools/call"`, seen: make(chan struct{})}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "sbx-test"}, nil).Connect(ctx, &mcp.IOTransport{Reader: out, Writer: sw}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "sleep 1; echo done > eof.txt; echo finished"}})
+		got <- answer{res, err}
+	}()
+	<-sw.seen
+	in.Close() // the request is written; the client closes its end
+	a := <-got
+	if a.err != nil {
+		t.Fatalf("the call in flight at EOF: %v", a.err)
+	}
+	if txt := text(a.res); txt != "finished\nExit code: 0" {
+		t.Errorf("answer %q", txt)
+	}
+	if got := e.read("eof.txt"); got != "done\n" {
+		t.Errorf("host eof.txt %q", got)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("sbx-mcp exit: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("sbx-mcp did not exit after the last answer")
+	}
+	e.checkReleased()
 }
