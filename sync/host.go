@@ -622,6 +622,12 @@ func (h *Host) applyOne(i int, d *hostDir, st *applyState, it *Item, rep *Report
 	full := filepath.Join(d.cfg.Path, it.Path)
 	if d.protected.protects(it.Path, it.Entry, it.Deleted) {
 		if it.Deleted {
+			if _, err := root.Lstat(it.Path); notExist(err) {
+				// Only its quarantined copy has it (a rebase that stopped,
+				// then finished in the sandbox): that copy is stale now.
+				root.RemoveAll(path.Join(QuarantineDir, it.Path))
+				return nil
+			}
 			rep.Quarantined = append(rep.Quarantined, full+" (deleted in the sandbox; not applied)")
 			return nil
 		}
