@@ -120,3 +120,31 @@ func TestMuxGreetingBounded(t *testing.T) {
 		t.Fatalf("the host read %d bytes of an endless greeting", got)
 	}
 }
+
+// A frame over maxFrame is refused by its header, before anything of it is
+// read or held.
+func TestHostRefusesOversizedFrame(t *testing.T) {
+	var n atomic.Int64
+	run := countingStream(hostile(func(w io.Writer) error {
+		var hdr [5]byte
+		hdr[0] = frameStdout
+		binary.BigEndian.PutUint32(hdr[1:], 1<<31)
+		if _, err := w.Write(hdr[:]); err != nil {
+			return err
+		}
+		chunk := make([]byte, 64<<10)
+		for range 1 << 10 { // 64 MiB, unless the host stops reading
+			if _, err := w.Write(chunk); err != nil {
+				return err
+			}
+		}
+		return nil
+	}), &n)
+	_, err := Exec(context.Background(), run, "helper", &sandbox.Cmd{Argv: []string{"true"}, Stdout: io.Discard})
+	if !errors.Is(err, sandbox.ErrLost) || !strings.Contains(err.Error(), "a frame of 2147483648 bytes") {
+		t.Fatalf("err %v, want the sandbox lost for an oversized frame", err)
+	}
+	if got := n.Load(); got > 1<<20 {
+		t.Fatalf("the host read %d bytes after refusing the frame", got)
+	}
+}

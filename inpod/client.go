@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -65,7 +66,10 @@ func Exec(ctx context.Context, run StreamFunc, helperPath string, cmd *sandbox.C
 			fd3 = sandbox.Fd3Writer(cmd.Fd3)
 		}
 		e, err := readFrames(outR, orDiscard(cmd.Stdout), orDiscard(cmd.Stderr), fd3, pull)
-		io.Copy(io.Discard, outR)
+		// Nothing follows the exit frame, and after a refused frame the
+		// pod's stream is not read on (a drain would read it as long as
+		// the pod writes): the stream's further writes fail.
+		outR.Close()
 		frames <- result{e, err}
 	}()
 	sctx, cancel := context.WithCancel(context.Background())
@@ -98,9 +102,11 @@ func Exec(ctx context.Context, run StreamFunc, helperPath string, cmd *sandbox.C
 		return res, nil
 	case ctx.Err() != nil:
 		return res, ctx.Err()
-	case serr != nil:
+	case serr != nil && !errors.Is(serr, io.ErrClosedPipe):
 		return res, fmt.Errorf("%w: exec stream: %v", sandbox.ErrLost, serr)
 	}
+	// The stream broke on a frame the host refused (its end was closed
+	// then): the refusal is the reason.
 	return res, fmt.Errorf("%w: %v", sandbox.ErrLost, r.err)
 }
 
