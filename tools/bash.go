@@ -147,6 +147,7 @@ func (p *Sessions) bash(ctx context.Context, req *mcp.CallToolRequest, in BashIn
 		b.WriteString(c.sandboxOnly(so.Cwd, "the working directory", "what is written there"))
 	}
 	b.WriteString(syncText(res.Sync))
+	b.WriteString(lossText(res.Sync, c.e.name))
 	b.WriteString(notesText(append(c.notes, c.sess.Notices()...)))
 	result := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: b.String()}}}
 	if syncErr != nil {
@@ -376,6 +377,7 @@ func (p *Sessions) bashOutput(ctx context.Context, req *mcp.CallToolRequest, in 
 		fmt.Fprintf(&b, "Status: exited\nExit code: %d", code)
 	}
 	b.WriteString(syncText(o.Sync))
+	b.WriteString(lossText(o.Sync, c.e.name))
 	b.WriteString(notesText(c.notes))
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: b.String()}}}, so, nil
 }

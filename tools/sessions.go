@@ -14,8 +14,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/sbx-sh/sbx/internal/escape"
 	"github.com/sbx-sh/sbx/sandbox"
 	"github.com/sbx-sh/sbx/session"
+	sbxsync "github.com/sbx-sh/sbx/sync"
 )
 
 // Config is what the tools need from their process.
@@ -606,6 +608,37 @@ func notesText(notes []string) string {
 	for _, n := range notes {
 		b.WriteString("\nNote: ")
 		b.WriteString(n)
+	}
+	return b.String()
+}
+
+// lossText says what the pull-back kept from being lost: host changes that
+// stay against a sandbox removal, deletions held for the user's decision
+// (and the exact command the user runs: the agent cannot accept for them).
+func lossText(rep sbxsync.Report, name string) string {
+	var b strings.Builder
+	for _, k := range rep.HostKept {
+		b.WriteString("\nConflict: ")
+		b.WriteString(escape.Line(k))
+	}
+	switch {
+	case len(rep.Held) > 0:
+		shown := rep.Held
+		if len(shown) > 20 {
+			shown = shown[:20]
+		}
+		names := make([]string, len(shown))
+		for i, p := range shown {
+			names[i] = escape.Name(p)
+		}
+		more := ""
+		if len(rep.Held) > len(shown) {
+			more = fmt.Sprintf(" and %d more", len(rep.Held)-len(shown))
+		}
+		fmt.Fprintf(&b, "\nHeld: this command's deletions were not applied to the host, because %s: %s%s. The host keeps these files and the sandbox no longer has them; later commands run as usual. The user decides (not the agent): `sbx accept --deletions --session %s` deletes them on the host, `sbx accept --reject-deletions --session %s` puts them back into the sandbox.",
+			escape.Line(rep.HeldReason), strings.Join(names, ", "), more, name, name)
+	case rep.HeldWaiting > 0:
+		fmt.Fprintf(&b, "\nHeld: %d deletions of an earlier command still wait for the user: `sbx accept --deletions --session %s` (or --reject-deletions).", rep.HeldWaiting, name)
 	}
 	return b.String()
 }
