@@ -18,7 +18,13 @@ import (
 
 // Exec runs cmd in the sandbox. The command's stdio are handed to the init
 // as file descriptors: an *os.File is passed as it is, any other reader or
-// writer through a pipe.
+// writer through a pipe. When the sandbox's uid is not sbx's own (sbx runs as
+// root and the sandbox has a host uid of its own), every stream goes through
+// a pipe of sbx's whose sandbox end is owned by that uid: a command reopens
+// its stdio by name (`echo x >/dev/stderr`, /proc/self/fd/N), which the
+// kernel checks against the file's owner, and a host file or terminal passed
+// as it is would refuse the unmapped uid (and lend the sandbox a host file
+// description it could seek, truncate or, for a terminal, type into).
 func (b *box) Exec(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, error) {
 	start := time.Now()
 	if len(cmd.Argv) == 0 {
@@ -44,6 +50,21 @@ func (b *box) Exec(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, error
 			c.Close()
 		}
 	}()
+	own := b.st.HostUID != os.Geteuid() || b.st.HostGID != os.Getegid()
+	pipe := func() (r, w *os.File, err error) {
+		if r, w, err = os.Pipe(); err != nil {
+			return nil, nil, err
+		}
+		if own {
+			// Both ends: one is the sandbox's, and a pipe has one inode.
+			if err = r.Chown(b.st.HostUID, b.st.HostGID); err != nil {
+				r.Close()
+				w.Close()
+				return nil, nil, fmt.Errorf("hand a pipe to the sandbox's uid %d: %w", b.st.HostUID, err)
+			}
+		}
+		return r, w, nil
+	}
 	pass := func(name string, f *os.File) {
 		req.Fds = append(req.Fds, name)
 		send = append(send, f)
@@ -51,11 +72,11 @@ func (b *box) Exec(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, error
 	// output wires w to the command: directly for a file, else through a pipe
 	// copied until the command and everything holding the pipe are gone.
 	output := func(name string, w io.Writer) error {
-		if f, ok := w.(*os.File); ok {
+		if f, ok := w.(*os.File); ok && !own {
 			pass(name, f)
 			return nil
 		}
-		r, pw, err := os.Pipe()
+		r, pw, err := pipe()
 		if err != nil {
 			return err
 		}
@@ -76,10 +97,10 @@ func (b *box) Exec(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, error
 		req.TTY = true
 	} else {
 		if cmd.Stdin != nil {
-			if f, ok := cmd.Stdin.(*os.File); ok {
+			if f, ok := cmd.Stdin.(*os.File); ok && !own {
 				pass("stdin", f)
 			} else {
-				pr, pw, err := os.Pipe()
+				pr, pw, err := pipe()
 				if err != nil {
 					return sandbox.Result{}, err
 				}
@@ -113,7 +134,7 @@ func (b *box) Exec(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, error
 	}
 	if cmd.Sync != nil {
 		req.Sync = cmd.Sync.Request
-		pr, pw, err := os.Pipe()
+		pr, pw, err := pipe()
 		if err != nil {
 			return sandbox.Result{}, err
 		}

@@ -257,3 +257,59 @@ func TestDoctorReportsLayers(t *testing.T) {
 		}
 	}
 }
+
+// The sandbox's own uid is not the host's (as root it is a uid of its own),
+// yet a command reopens its stdio by name, as shell scripts do all the time:
+// `echo x >/dev/stderr`, /proc/self/fd/N. Checked with sbx's
+// stdio as pipes and as regular host files.
+func TestStdioReopenedByName(t *testing.T) {
+	w := newWorld(t)
+	script := `echo to-stderr >/dev/stderr; echo to-stdout >/dev/stdout; echo fd1 >/proc/self/fd/1; echo ok`
+	check := func(how, stdout, stderr string) {
+		t.Helper()
+		for _, want := range []string{"to-stdout", "fd1", "ok"} {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("%s: stdout lacks %q: stdout %q, stderr %q", how, want, stdout, stderr)
+			}
+		}
+		if !strings.Contains(stderr, "to-stderr") || strings.Contains(stderr, "denied") {
+			t.Errorf("%s: stderr %q, want to-stderr and no refusal", how, stderr)
+		}
+	}
+
+	// Pipes: what a caller capturing sbx's output hands it.
+	cmd := exec.Command(sbxBin, "exec", "--", script)
+	cmd.Dir, cmd.Env = w.code, w.env
+	var so, se strings.Builder
+	cmd.Stdout, cmd.Stderr = &so, &se
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("sbx exec with pipes: %v\n%s%s", err, so.String(), se.String())
+	}
+	check("pipes", so.String(), se.String())
+
+	// Regular files: `sbx exec ... >out 2>err`.
+	dir := tempDir(t)
+	open := func(name string, flag int) *os.File {
+		f, err := os.OpenFile(filepath.Join(dir, name), flag, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	cmd = exec.Command(sbxBin, "exec", "--", script)
+	cmd.Dir, cmd.Env = w.code, w.env
+	cmd.Stdout = open("out", os.O_CREATE|os.O_WRONLY)
+	cmd.Stderr = open("err", os.O_CREATE|os.O_WRONLY)
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("sbx exec with files: %v", err)
+	}
+	out, _ := os.ReadFile(filepath.Join(dir, "out"))
+	errb, _ := os.ReadFile(filepath.Join(dir, "err"))
+	check("files", string(out), string(errb))
+	// The host files keep their owner: sbx never hands them over.
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(dir, "out"), &st); err != nil || int(st.Uid) != os.Geteuid() {
+		t.Errorf("the host's output file changed owner to %d (err %v)", st.Uid, err)
+	}
+}
