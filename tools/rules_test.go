@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"io"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -226,7 +228,8 @@ func TestStdioSurvivesBadInput(t *testing.T) {
 		`{"jsonrpc":"2.0","id":8,"method":"ping"}`,
 	}, "\n") + "\n"
 	var out bytes.Buffer
-	conn, err := (&StdioTransport{In: strings.NewReader(in), Out: &out}).Connect(t.Context())
+	// No drain: the call read is never answered here.
+	conn, err := (&StdioTransport{In: strings.NewReader(in), Out: &out, Drain: time.Nanosecond}).Connect(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +275,7 @@ func FuzzStdio(f *testing.F) {
 	f.Add([]byte("\n\n{\"jsonrpc\":\"2.0\",\"id\":null}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var out bytes.Buffer
-		conn, err := (&StdioTransport{In: bytes.NewReader(data), Out: &out}).Connect(t.Context())
+		conn, err := (&StdioTransport{In: bytes.NewReader(data), Out: &out, Drain: time.Nanosecond}).Connect(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -300,4 +303,69 @@ func FuzzStdio(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestStdioEOFWaitsForAnswers: the end of the input reaches the server only
+// after every call read has been answered, or cancelled by the client.
+func TestStdioEOFWaitsForAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		answer   bool
+	}{
+		{"answered", `{"jsonrpc":"2.0","id":1,"method":"ping"}` + "\n", true},
+		{"cancelled by the client", `{"jsonrpc":"2.0","id":"a","method":"ping"}` + "\n" + `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"a"}}` + "\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out lockedWriter
+			conn, err := (&StdioTransport{In: strings.NewReader(tc.in), Out: &out}).Connect(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			msg, err := conn.Read(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := msg.(*jsonrpc.Request)
+			if !tc.answer {
+				if _, err := conn.Read(t.Context()); err != nil {
+					t.Fatalf("the cancellation: %v", err)
+				}
+			}
+			end := make(chan error, 1)
+			go func() {
+				_, err := conn.Read(t.Context())
+				end <- err
+			}()
+			if tc.answer {
+				select {
+				case err := <-end:
+					t.Fatalf("the end came before the answer: %v", err)
+				default:
+				}
+				resp := &jsonrpc.Response{ID: req.ID, Result: json.RawMessage(`{}`)}
+				if err := conn.Write(t.Context(), resp); err != nil {
+					t.Fatal(err)
+				}
+			}
+			select {
+			case err := <-end:
+				if err != io.EOF {
+					t.Fatalf("at the end: %v, want EOF", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("no EOF after every call was answered")
+			}
+		})
+	}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
 }
