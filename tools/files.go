@@ -3,8 +3,11 @@ package tools
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -38,6 +41,14 @@ const (
 	exitUnreadable = 14
 	exitMkdir      = 15
 	exitWrite      = 16
+	exitNotRead    = 17
+	exitChanged    = 18
+)
+
+// Texts of the read-before-write guard, Claude Code's own.
+const (
+	ErrTextNotRead = "File has not been read yet. Read it first before writing to it."
+	ErrTextChanged = "File has been modified since read, either by the user or by a linter. Read it again before attempting to write it."
 )
 
 // The file scripts take the path as "$1": agent strings are never shell text.
@@ -48,12 +59,24 @@ if [ ! -e "$p" ]; then [ -L "$p" ] && exit 13; exit 11; fi
 [ -f "$p" ] || exit 12
 [ -r "$p" ] || exit 14
 `
-	readScript  = checkScript + `exec cat -- "$p"`
+	readScript = checkScript + `exec cat -- "$p"`
+	// writeScript overwrites an existing file only when its SHA-256 is $2,
+	// the hash of what the session last read of it ("-": never read, so
+	// refused; "any": no guard), checked in the same shell that writes.
 	writeScript = `p=$1
 [ -d "$p" ] && exit 10
 d=$(dirname -- "$p")
 mkdir -p -- "$d" >&2 || exit 15
-if [ -e "$p" ]; then echo updated; else echo created; fi
+if [ -e "$p" ]; then
+	[ "$2" = - ] && exit 17
+	if [ "$2" != any ]; then
+		h=$(sha256sum < "$p") || exit 14
+		[ "${h%% *}" = "$2" ] || exit 18
+	fi
+	echo updated
+else
+	echo created
+fi
 cat > "$p" || exit 16
 `
 )
@@ -75,6 +98,10 @@ func fileError(path string, code int, stderr string) error {
 		return fmt.Errorf("cannot create the parent directory of %s: %s", path, strings.TrimSpace(stderr))
 	case exitWrite:
 		return fmt.Errorf("cannot write %s: %s", path, shellReason(stderr))
+	case exitNotRead:
+		return errors.New(ErrTextNotRead)
+	case exitChanged:
+		return errors.New(ErrTextChanged)
 	}
 	msg := strings.TrimSpace(stderr)
 	if msg == "" {
@@ -103,12 +130,15 @@ func shellReason(stderr string) string {
 }
 
 // fileState is what the tools know of one session's files: which
-// sandbox-only paths they have already said are sandbox-only. It belongs to
-// one session.Session: a new one (after a release) starts afresh.
+// sandbox-only paths they have already said are sandbox-only, and the
+// SHA-256 of each file as the session last read or wrote it (the
+// read-before-write guard). It belongs to one session.Session: a new one
+// (after a release) starts afresh.
 type fileState struct {
 	mu     sync.Mutex
 	sess   *session.Session
 	warned map[string]bool
+	read   map[string]string
 }
 
 // state returns the call's session's file state, reset when the session
@@ -116,9 +146,34 @@ type fileState struct {
 func (c *call) state() *fileState {
 	st := &c.e.files
 	if st.sess != c.sess {
-		st.sess, st.warned = c.sess, map[string]bool{}
+		st.sess, st.warned, st.read = c.sess, map[string]bool{}, map[string]string{}
 	}
 	return st
+}
+
+// readHash is the hash of path as the session last read or wrote it, or
+// "-" when it has not.
+func (c *call) readHash(path string) string {
+	st := &c.e.files
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if h, ok := c.state().read[path]; ok {
+		return h
+	}
+	return "-"
+}
+
+// sawFile records path's content as the session knows it now.
+func (c *call) sawFile(path string, sum []byte) {
+	st := &c.e.files
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	c.state().read[path] = hex.EncodeToString(sum)
+}
+
+func sha(s string) []byte {
+	h := sha256.Sum256([]byte(s))
+	return h[:]
 }
 
 // inCodeDirs reports whether path is in one of the code dirs, whose
@@ -209,13 +264,15 @@ func (p *Sessions) read(ctx context.Context, req *mcp.CallToolRequest, in ReadIn
 	defer c.done()
 	lc := &lines{from: from, to: from + limit - 1}
 	var stderr bytes.Buffer
-	res, err := c.sess.Exec(ctx, session.Run{Argv: []string{"/bin/sh", "-c", readScript, "sbx", path}, Dir: "/", Stdout: lc, Stderr: &stderr})
+	sum := sha256.New()
+	res, err := c.sess.Exec(ctx, session.Run{Argv: []string{"/bin/sh", "-c", readScript, "sbx", path}, Dir: "/", Stdout: io.MultiWriter(lc, sum), Stderr: &stderr})
 	if err != nil {
 		return nil, nil, c.failed(err)
 	}
 	if res.ExitCode != 0 {
 		return nil, nil, fileError(path, res.ExitCode, stderr.String())
 	}
+	c.sawFile(path, sum.Sum(nil))
 	notes := notesText(c.notes)
 	if mime := imageType(lc.sniff); mime != "" {
 		if lc.total > MaxImageBytes {
@@ -354,6 +411,7 @@ func WriteTool(p *Sessions) ServerTool {
 		Description: `Writes a file in this session's sandbox, creating its parent directories, overwriting it if it exists (an existing file keeps its mode). Inside the code directories the file reaches the host before the call returns.
 
 - file_path must be absolute. The code directories have the same absolute paths as on the host.
+- An existing file must have been read (with read) in this session first, and not changed since (on the host or by a command): else the write is refused and read must be called again.
 - Prefer edit for changing part of an existing file.`,
 		Annotations: &mcp.ToolAnnotations{Title: "Write a file in the sandbox", DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(false)},
 	}, p.write)
@@ -372,7 +430,7 @@ func (p *Sessions) write(ctx context.Context, req *mcp.CallToolRequest, in Write
 		return nil, nil, err
 	}
 	defer c.done()
-	created, rep, err := writeFile(ctx, c, path, in.Content)
+	created, rep, err := writeFile(ctx, c, path, in.Content, c.readHash(path))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -384,11 +442,13 @@ func (p *Sessions) write(ctx context.Context, req *mcp.CallToolRequest, in Write
 }
 
 // writeFile writes content to path in the sandbox and reports whether it
-// created the file and what of it did not reach the host.
-func writeFile(ctx context.Context, c *call, path, content string) (created bool, rep sbxsync.Report, err error) {
+// created the file and what of it did not reach the host. An existing file
+// is overwritten only when its SHA-256 is guard ("-": refused; "any": not
+// checked). The session then knows the file as content.
+func writeFile(ctx context.Context, c *call, path, content, guard string) (created bool, rep sbxsync.Report, err error) {
 	var stdout, stderr bytes.Buffer
 	res, err := c.sess.Exec(ctx, session.Run{
-		Argv: []string{"/bin/sh", "-c", writeScript, "sbx", path}, Dir: "/",
+		Argv: []string{"/bin/sh", "-c", writeScript, "sbx", path, guard}, Dir: "/",
 		Stdin: strings.NewReader(content), Stdout: &stdout, Stderr: &stderr,
 	})
 	if err != nil {
@@ -397,6 +457,7 @@ func writeFile(ctx context.Context, c *call, path, content string) (created bool
 	if res.ExitCode != 0 {
 		return false, res.Sync, fileError(path, res.ExitCode, stderr.String())
 	}
+	c.sawFile(path, sha(content))
 	return strings.TrimSpace(stdout.String()) == "created", res.Sync, nil
 }
 
@@ -415,6 +476,7 @@ func EditTool(p *Sessions) ServerTool {
 		Description: `Performs an exact string replacement in a file in this session's sandbox. Inside the code directories the change reaches the host before the call returns.
 
 - file_path must be absolute.
+- The file must have been read (with read) in this session first, and not changed since (on the host or by a command): else the edit is refused and read must be called again.
 - The edit fails if old_string is not found, or if it occurs more than once and replace_all is false: give more surrounding context to make it unique, or set replace_all to replace every occurrence.
 - old_string and new_string must differ. Files with CRLF line endings keep them.
 - An empty old_string creates a file that does not exist yet.
@@ -490,7 +552,13 @@ func (p *Sessions) edit(ctx context.Context, req *mcp.CallToolRequest, in EditIn
 	}
 	var content, updated string
 	var count, at int
+	guard := c.readHash(path)
+	exists := res.ExitCode == 0
 	switch {
+	case exists && guard == "-":
+		return nil, nil, errors.New(ErrTextNotRead)
+	case exists && !lim.over && guard != hex.EncodeToString(sha(stdout.String())):
+		return nil, nil, errors.New(ErrTextChanged)
 	case res.ExitCode == exitMissing && in.OldString == "":
 		updated, count = in.NewString, 1
 	case res.ExitCode != 0:
@@ -508,7 +576,10 @@ func (p *Sessions) edit(ctx context.Context, req *mcp.CallToolRequest, in EditIn
 			return nil, nil, err
 		}
 	}
-	created, rep, err := writeFile(ctx, c, path, updated)
+	if !exists {
+		guard = "-" // a file made meanwhile is not overwritten
+	}
+	created, rep, err := writeFile(ctx, c, path, updated, guard)
 	if err != nil {
 		return nil, nil, err
 	}

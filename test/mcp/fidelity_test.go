@@ -259,3 +259,50 @@ func TestEOFFinishesCalls(t *testing.T) {
 	}
 	e.checkReleased()
 }
+
+// TestReadBeforeWrite: write and edit refuse an existing file the session
+// has not read, or that changed (on the host, or by a command) since.
+func TestReadBeforeWrite(t *testing.T) {
+	e := newEnv(t)
+	f := e.write("a.txt", "host\n")
+	c := e.stdio()
+	const notRead = "File has not been read yet. Read it first before writing to it."
+	const changed = "File has been modified since read, either by the user or by a linter. Read it again before attempting to write it."
+	if got := c.fails("write", map[string]any{"file_path": f, "content": "agent\n"}); got != notRead {
+		t.Errorf("write unread: %q", got)
+	}
+	if got := c.fails("edit", map[string]any{"file_path": f, "old_string": "host", "new_string": "agent"}); got != notRead {
+		t.Errorf("edit unread: %q", got)
+	}
+	if got := e.read("a.txt"); got != "host\n" {
+		t.Fatalf("an unread file was overwritten: %q", got)
+	}
+	c.ok("read", map[string]any{"file_path": f, "limit": 1})
+	c.ok("edit", map[string]any{"file_path": f, "old_string": "host", "new_string": "agent"})
+	c.ok("write", map[string]any{"file_path": f, "content": "agent 2\n"}) // its own write counts as read
+
+	e.write("a.txt", "host again\n")
+	if got := c.fails("edit", map[string]any{"file_path": f, "old_string": "agent", "new_string": "x"}); got != changed {
+		t.Errorf("edit after a host change: %q", got)
+	}
+	if got := c.fails("write", map[string]any{"file_path": f, "content": "x\n"}); got != changed {
+		t.Errorf("write after a host change: %q", got)
+	}
+	if got := e.read("a.txt"); got != "host again\n" {
+		t.Fatalf("the host's change was overwritten: %q", got)
+	}
+	c.ok("read", map[string]any{"file_path": f})
+	c.ok("write", map[string]any{"file_path": f, "content": "after read\n"})
+
+	c.bash("echo by a command >> a.txt")
+	if got := c.fails("write", map[string]any{"file_path": f, "content": "x\n"}); got != changed {
+		t.Errorf("write after a command changed it: %q", got)
+	}
+	// Created by write in the session: counts as read; a new file needs none.
+	n := filepath.Join(e.code, "new.txt")
+	c.ok("write", map[string]any{"file_path": n, "content": "new\n"})
+	c.ok("edit", map[string]any{"file_path": n, "old_string": "new", "new_string": "newer"})
+	if got := e.read("new.txt"); got != "newer\n" {
+		t.Errorf("new.txt %q", got)
+	}
+}

@@ -264,6 +264,7 @@ func TestWrite(t *testing.T) {
 	if fi, _ := os.Stat(filepath.Join(e.code, "new/dir/file.txt")); fi.Mode().Perm() != 0o644 {
 		t.Fatalf("new file mode %v, want 0644", fi.Mode())
 	}
+	c.ok("read", map[string]any{"file_path": script})
 	if got := c.ok("write", map[string]any{"file_path": script, "content": "#!/bin/sh\necho new\n"}); got != "The file "+script+" has been updated successfully." {
 		t.Fatalf("got %q", got)
 	}
@@ -299,6 +300,8 @@ func TestEdit(t *testing.T) {
 		return c.call("edit", map[string]any{"file_path": f, "old_string": old, "new_string": new, "replace_all": all})
 	}
 	before := e.read("f.go")
+	c.ok("read", map[string]any{"file_path": f})
+	c.ok("read", map[string]any{"file_path": crlf})
 	for _, tt := range []struct {
 		name, old, new, want string
 	}{
