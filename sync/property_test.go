@@ -105,7 +105,7 @@ func journaled(dir string) map[string]bool {
 // conflict copy), what the host changed meanwhile is still at its path, and
 // after a quiet round trip both trees are the same.
 func TestPropertyNothingLost(t *testing.T) {
-	seeds := 40
+	seeds := 30
 	if testing.Short() {
 		seeds = 3
 	}
