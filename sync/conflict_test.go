@@ -209,3 +209,39 @@ func TestHoldReason(t *testing.T) {
 		})
 	}
 }
+
+// The sandbox side follows the same rule: a host deletion (or a host file
+// replacing a directory) that reaches the sandbox while a background job
+// changed files there removes only what is unchanged; the job's files come
+// back to the host with the pull.
+func TestHostRemovalKeepsSandboxChanges(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		host func(t *testing.T, h string)
+		want map[string]string
+	}{
+		{"host removes the dir", func(t *testing.T, h string) { os.RemoveAll(filepath.Join(h, "d")) },
+			map[string]string{"d/a": "<absent>", "d/job": "job's file"}},
+		{"host makes the dir a file", func(t *testing.T, h string) { os.RemoveAll(filepath.Join(h, "d")); put(t, filepath.Join(h, "d"), "host d") },
+			map[string]string{"d": "host d", "d.sbx-conflict/job": "job's file"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := newPair(t)
+			p.h.MassDelete = &MassDelete{}
+			put(t, filepath.Join(p.host, "d/a"), "a")
+			put(t, filepath.Join(p.host, "keep"), "k")
+			p.sync(nil)
+			// A background job writes in the sandbox between round trips.
+			put(t, filepath.Join(p.sandbox, "d/job"), "job's file")
+			c.host(t, p.host)
+			rep := p.sync(nil)
+			for path, want := range c.want {
+				if got := describe(filepath.Join(p.host, path)); got != want {
+					t.Errorf("%s: %q, want %q (report %+v)", path, got, want, rep)
+				}
+			}
+			p.sync(nil)
+			p.same()
+		})
+	}
+}
