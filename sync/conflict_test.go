@@ -222,7 +222,10 @@ func TestHostRemovalKeepsSandboxChanges(t *testing.T) {
 	}{
 		{"host removes the dir", func(t *testing.T, h string) { os.RemoveAll(filepath.Join(h, "d")) },
 			map[string]string{"d/a": "<absent>", "d/job": "job's file"}},
-		{"host makes the dir a file", func(t *testing.T, h string) { os.RemoveAll(filepath.Join(h, "d")); put(t, filepath.Join(h, "d"), "host d") },
+		{"host makes the dir a file", func(t *testing.T, h string) {
+			os.RemoveAll(filepath.Join(h, "d"))
+			put(t, filepath.Join(h, "d"), "host d")
+		},
 			map[string]string{"d": "host d", "d.sbx-conflict/job": "job's file"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
