@@ -62,6 +62,7 @@ func All(p *Sessions) []ServerTool {
 		ReadTool(p),
 		WriteTool(p),
 		EditTool(p),
+		ApplyPatchTool(p),
 		ReleaseTool(p),
 	}
 }

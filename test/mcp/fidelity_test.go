@@ -306,3 +306,51 @@ func TestReadBeforeWrite(t *testing.T) {
 		t.Errorf("new.txt %q", got)
 	}
 }
+
+// TestApplyPatch: Codex's patch grammar applied in the sandbox and brought
+// back; a chunk that does not match changes nothing and says which.
+func TestApplyPatch(t *testing.T) {
+	e := newEnv(t)
+	e.write("src/main.py", "def main():\n    print('hi')\n    return 0\n")
+	e.write("old.txt", "old\n")
+	e.write("gone.txt", "bye\n")
+	c := e.stdio()
+	got := c.ok("apply_patch", map[string]any{"input": `*** Begin Patch
+*** Add File: docs/new.md
++# New
++text
+*** Update File: src/main.py
+@@ def main():
+-    print('hi')
++    print('hello')
+     return 0
+*** Update File: old.txt
+*** Move to: renamed.txt
+-old
++new
+*** Delete File: gone.txt
+*** End Patch`})
+	want := "Success. Updated the following files:\nA " + e.code + "/docs/new.md\nM " + e.code + "/src/main.py\nD " + e.code + "/old.txt\nA " + e.code + "/renamed.txt\nD " + e.code + "/gone.txt"
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	for rel, content := range map[string]string{"docs/new.md": "# New\ntext\n", "src/main.py": "def main():\n    print('hello')\n    return 0\n", "renamed.txt": "new\n"} {
+		if g := e.read(rel); g != content {
+			t.Errorf("host %s: %q, want %q", rel, g, content)
+		}
+	}
+	for _, rel := range []string{"old.txt", "gone.txt"} {
+		if _, err := os.Stat(filepath.Join(e.code, rel)); !os.IsNotExist(err) {
+			t.Errorf("%s still on the host: %v", rel, err)
+		}
+	}
+
+	// The second file's chunk does not match: nothing is written.
+	got = c.fails("apply_patch", map[string]any{"input": "*** Begin Patch\n*** Add File: never.txt\n+x\n*** Update File: src/main.py\n@@\n-    print('absent')\n+    print('x')\n*** End Patch\n"})
+	wantContains(t, got, "chunk 1 (patch line 5): failed to find expected lines in "+e.code+"/src/main.py:\n    print('absent')", "Nothing was changed.")
+	if _, err := os.Stat(filepath.Join(e.code, "never.txt")); !os.IsNotExist(err) {
+		t.Errorf("a failed patch added never.txt: %v", err)
+	}
+	wantContains(t, c.fails("apply_patch", map[string]any{"input": "*** Update File: x\n"}), "the first line of the patch must be '*** Begin Patch'")
+	wantContains(t, c.fails("apply_patch", map[string]any{"input": "*** Begin Patch\n*** Delete File: nope.txt\n*** End Patch"}), "failed to delete "+e.code+"/nope.txt: the file does not exist")
+}
