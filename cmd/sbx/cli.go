@@ -600,7 +600,7 @@ func (c *cli) accept(ctx context.Context, args []string) int {
 			n := 0
 			for _, h := range held {
 				for _, f := range h.HeldFiles() {
-					fmt.Fprintf(c.stdout, "%s (deleted in session %s, held: %s)\n", f, *sess, h.Reason)
+					fmt.Fprintf(c.stdout, "%s (deleted in session %s, held: %s)\n", escape.Name(f), *sess, escape.Line(h.Reason))
 					n++
 				}
 			}
@@ -664,10 +664,10 @@ func (c *cli) acceptDeletions(ctx context.Context, sess string, reject bool) int
 		return 0
 	}
 	for _, p := range res.Deleted {
-		fmt.Fprintf(c.stdout, "deleted %s\n", p)
+		fmt.Fprintf(c.stdout, "deleted %s\n", escape.Name(p))
 	}
 	for _, p := range res.Kept {
-		fmt.Fprintf(c.stdout, "kept %s (changed on the host since the sandbox deleted it)\n", p)
+		fmt.Fprintf(c.stdout, "kept %s (changed on the host since the sandbox deleted it)\n", escape.Name(p))
 	}
 	fmt.Fprintf(c.stdout, "deleted %d files; they are in the journal: sbx undo --session %s brings them back\n", len(res.Deleted), sess)
 	return 0
@@ -697,16 +697,16 @@ func (c *cli) undo(ctx context.Context, args []string) int {
 		return c.fail(err)
 	}
 	for _, p := range res.Restored {
-		fmt.Fprintf(c.stdout, "restored %s\n", p)
+		fmt.Fprintf(c.stdout, "restored %s\n", escape.Name(p))
 	}
 	for _, p := range res.Removed {
-		fmt.Fprintf(c.stdout, "removed %s (the command had created it)\n", p)
+		fmt.Fprintf(c.stdout, "removed %s (the command had created it)\n", escape.Name(p))
 	}
 	for _, p := range res.KeptCurrent {
-		fmt.Fprintf(c.stdout, "kept %s: it had changed since; that version is in the journal too (sbx undo --session %s %s brings it back)\n", p, *sess, p)
+		fmt.Fprintf(c.stdout, "kept %s: it had changed since; that version is in the journal too (sbx undo --session %s %s brings it back)\n", escape.Name(p), *sess, escape.Name(p))
 	}
 	for _, p := range res.Missing {
-		fmt.Fprintf(c.stderr, "sbx: not restored: %s\n", p)
+		fmt.Fprintf(c.stderr, "sbx: not restored: %s\n", escape.Line(p))
 	}
 	if len(res.Restored)+len(res.Removed) == 0 {
 		return c.fail(fmt.Errorf("nothing was undone"))

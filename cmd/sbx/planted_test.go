@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -249,5 +250,37 @@ func TestPlantedCommitAndHostPullRebase(t *testing.T) {
 	absent(t, planted, "the planted file after pull --rebase --autostash")
 	if !strings.Contains(w.git(t, "log", "--format=%s", "-2"), "planted\nupstream") {
 		t.Fatalf("the rebase did not replay the sandbox's commit: %s", w.git(t, "log", "--oneline", "-3"))
+	}
+}
+
+// TestUndoAndHeldDeletionsPrintedEscaped: the lines of sbx undo and of
+// sbx accept --deletions name files the sandbox chose, escaped like every
+// other sync line.
+func TestUndoAndHeldDeletionsPrintedEscaped(t *testing.T) {
+	w := newWorld(t)
+	evil := `$(printf 'p\033]52;c;SGVsbG8=\007\033[2Jq')`
+	r := w.sbx(t, w.code, "exec", "--", `echo x > "`+evil+`"`)
+	if r.code != 0 {
+		t.Fatalf("exec: %d %q", r.code, r.stderr)
+	}
+	r = w.sbx(t, w.code, "undo")
+	if r.code != 0 || strings.ContainsAny(r.stdout+r.stderr, "\x1b\x07") || !strings.Contains(r.stdout, `p\x1b]52;c;SGVsbG8=\a\x1b[2Jq`) {
+		t.Fatalf("sbx undo: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+
+	// Thirty host files whose names carry escapes, all deleted by the
+	// sandbox: held, then listed and accepted.
+	for i := 0; i < 30; i++ {
+		os.WriteFile(filepath.Join(w.code, fmt.Sprintf("m%d\x1b[2J", i)), []byte("x\n"), 0o644)
+	}
+	r = w.sbx(t, w.code, "exec", "--keep", "--", `rm -f m*`)
+	if r.code != 0 || strings.ContainsAny(r.stderr, "\x1b\x07") || !strings.Contains(r.stderr, "held") {
+		t.Fatalf("exec rm: exit %d, stderr %q", r.code, r.stderr)
+	}
+	for _, args := range [][]string{{"accept"}, {"accept", "--deletions"}} {
+		r = w.sbx(t, w.code, args...)
+		if strings.ContainsAny(r.stdout+r.stderr, "\x1b\x07") || !strings.Contains(r.stdout, `m7\x1b[2J`) {
+			t.Fatalf("sbx %v: exit %d, stdout %q, stderr %q", args, r.code, r.stdout, r.stderr)
+		}
 	}
 }
