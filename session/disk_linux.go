@@ -10,13 +10,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// diskUsage sums the blocks the files under dir take (a file with several
-// links once), and stops early once the sum is over stop. Each directory is
+// diskUsage sums what the files under dir will cost the host once they come
+// back, and stops early once the sum is over stop. The host writes every path
+// as a file of its own, full size: so a regular file counts its length or its
+// blocks, whichever is more (a sparse file is its length on the host), and
+// each of its names counts (hard links come back as copies). Anything else
+// counts its blocks. Each directory is
 // listed and its entries stat'ed through its open descriptor (one name
 // lookup each, as the sync's scanner does). A directory it cannot read is
 // an error: what it holds cannot be measured.
 func diskUsage(dir string, stop int64) (int64, error) {
-	w := duWalk{stop: stop, seen: map[uint64]bool{}}
+	w := duWalk{stop: stop}
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	if errors.Is(err, unix.ENOENT) {
 		return 0, nil
@@ -35,7 +39,6 @@ var errOverStop = errors.New("over")
 
 type duWalk struct {
 	stop, total int64
-	seen        map[uint64]bool
 }
 
 // dir sums the directory open at fd (and closes it).
@@ -51,13 +54,11 @@ func (w *duWalk) dir(fd int, path string) error {
 		if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			continue // gone since the listing
 		}
-		if st.Nlink > 1 && st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			if w.seen[st.Ino] {
-				continue
-			}
-			w.seen[st.Ino] = true
+		n := st.Blocks * 512
+		if st.Mode&unix.S_IFMT == unix.S_IFREG {
+			n = max(n, st.Size)
 		}
-		w.total += st.Blocks * 512
+		w.total += n
 		if w.total > w.stop {
 			return errOverStop
 		}

@@ -245,3 +245,30 @@ func TestOutputFloodNotHeld(t *testing.T) {
 		t.Errorf("sbx peaked at %d MiB resident for 500 MiB of output", rss>>20)
 	}
 }
+
+// The workspace counts what the host will write, not what the sandbox's
+// file system stores: a sparse file is its full length on the host and a
+// hard link a copy. Each command alone is under the limit, the sum is not.
+func TestDiskLimitCountsSparseFilesAndLinks(t *testing.T) {
+	w := newWorld(t)
+	t.Cleanup(func() { w.sbx(t, w.code, "release", "--session", "sparse") })
+	r := w.sbx(t, w.code, "exec", "--keep", "--session", "sparse", "--disk", "4MiB", "--", "truncate -s 3M s1")
+	if r.code != 0 {
+		t.Fatalf("first sparse file: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	r = w.sbx(t, w.code, "exec", "--keep", "--session", "sparse", "--disk", "4MiB", "--", "truncate -s 3M s2")
+	if r.code != 125 {
+		t.Fatalf("second sparse file: exit %d, want 125 (6 MiB for the host over a 4 MiB limit); stderr:\n%s", r.code, r.stderr)
+	}
+	wantIn(t, r.stderr, "over the disk limit of 4MiB")
+	if _, err := os.Stat(filepath.Join(w.code, "s2")); err == nil {
+		t.Fatal("s2 came back though the host would hold 6 MiB")
+	}
+
+	w2 := newWorld(t)
+	r = w2.sbx(t, w2.code, "exec", "--disk", "4MiB", "--", "head -c 600000 /dev/urandom > h; for i in 1 2 3 4 5 6 7 8; do ln h h$i; done")
+	if r.code != 125 {
+		t.Fatalf("nine names of one 600 kB file: exit %d, want 125; stderr:\n%s", r.code, r.stderr)
+	}
+	wantIn(t, r.stderr, "over the disk limit of 4MiB")
+}
