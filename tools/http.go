@@ -1,9 +1,13 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -12,8 +16,24 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
+
+// MCP protocol revisions the HTTP endpoint tells apart.
+const (
+	// VersionNoBatch removed JSON-RPC batching.
+	VersionNoBatch = "2025-06-18"
+	// VersionStateless is the stateless revision: no initialize, no
+	// Mcp-Session-Id; every request says its version in MCP-Protocol-Version.
+	VersionStateless = "2026-07-28"
+	// versionLegacyLatest is what the SDK negotiates for an initialize
+	// asking for a version it does not know.
+	versionLegacyLatest = "2025-11-25"
+)
+
+// legacyVersions are the revisions with initialize that the SDK serves.
+var legacyVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
 // HTTPPath is the MCP endpoint.
 const HTTPPath = "/mcp"
@@ -62,8 +82,27 @@ func NewHTTPHandler(server *mcp.Server, o HTTPOptions) (http.Handler, error) {
 		o.MaxBodyBytes = MaxContentBytes + 4<<20
 	}
 	loopback := IsLoopback(host)
-	streamable := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{
+	getServer := func(*http.Request) *mcp.Server { return server }
+	stateful := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 		SessionTimeout: o.SessionTimeout, MaxRequestBodyBytes: o.MaxBodyBytes, Logger: o.Log,
+	})
+	// The stateless revision's requests (no initialize, no session id) that
+	// name their sbx session in the Sbx-Session header go to a stateless
+	// handler. Without the header nothing would tell two clients of one
+	// token apart, so they go to the stateful one, which refuses them as
+	// SEP-2575 says, listing the versions with sessions: the client then
+	// falls back to initialize (the Go SDK's does) and gets a session of
+	// its own.
+	stateless := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+		Stateless: true, MaxRequestBodyBytes: o.MaxBodyBytes, Logger: o.Log,
+		PropagateRequestCancellation: true,
+	})
+	streamable := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isStateless(r) {
+			stateless.ServeHTTP(w, r)
+			return
+		}
+		stateful.ServeHTTP(w, r)
 	})
 	scope := TokenScope(o.Token)
 	want := []byte(o.Token)
@@ -99,9 +138,132 @@ func NewHTTPHandler(server *mcp.Server, o HTTPOptions) (http.Handler, error) {
 			http.Error(w, "sbx-mcp: wrong bearer token", http.StatusUnauthorized)
 			return
 		}
+		if r.Method == http.MethodPost && !checkBody(w, r, server, o.MaxBodyBytes) {
+			return
+		}
 		authed.ServeHTTP(w, r)
 	}))
 	return mux, nil
+}
+
+// isStateless tells a request of the stateless revision that sbx serves
+// statelessly: it names that version (or a later one), no MCP session, and
+// its sbx session in the Sbx-Session header.
+func isStateless(r *http.Request) bool {
+	v := r.Header.Get("MCP-Protocol-Version")
+	return v >= VersionStateless && r.Header.Get("Mcp-Session-Id") == "" && r.Header.Get(SessionHeader) != ""
+}
+
+// checkBody answers, as JSON-RPC, a POST body the SDK would refuse with a
+// plain-text 400: one that is not JSON (a parse error), not a JSON-RPC
+// message, or a batch in a session whose protocol version removed
+// batching. It reports whether the request goes on, with its body intact.
+func checkBody(w http.ResponseWriter, r *http.Request, server *mcp.Server, limit int64) bool {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			http.Error(w, fmt.Sprintf("sbx-mcp: request body over %d bytes", mbe.Limit), http.StatusRequestEntityTooLarge)
+			return false
+		}
+		http.Error(w, "sbx-mcp: failed to read the request body: "+err.Error(), http.StatusBadRequest)
+		return false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	trimmed := bytes.TrimSpace(body)
+	switch {
+	case len(trimmed) == 0:
+		return true // the SDK says a POST needs a body
+	case !json.Valid(trimmed):
+		writeRPCError(w, nil, jsonrpc.CodeParseError, "Parse error: the request body is not valid JSON")
+		return false
+	case trimmed[0] == '[':
+		v := batchVersion(r, server, trimmed)
+		if v >= VersionNoBatch {
+			writeRPCError(w, nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf("Invalid Request: JSON-RPC batches were removed in MCP %s and this request is of MCP %s: send one message per request", VersionNoBatch, v))
+			return false
+		}
+		return true
+	}
+	if _, err := jsonrpc.DecodeMessage(trimmed); err != nil {
+		var probe struct {
+			ID json.RawMessage `json:"id"`
+		}
+		json.Unmarshal(trimmed, &probe)
+		writeRPCError(w, probe.ID, jsonrpc.CodeInvalidRequest, "Invalid Request: not a JSON-RPC 2.0 message: "+err.Error())
+		return false
+	}
+	return true
+}
+
+// batchVersion is the protocol version a batch is sent under: the
+// MCP-Protocol-Version header, else the version its MCP session
+// negotiated, else the one an initialize in the batch asks for, else
+// 2025-03-26 (the last revision with batching, which sent no header).
+func batchVersion(r *http.Request, server *mcp.Server, batch []byte) string {
+	if v := r.Header.Get("MCP-Protocol-Version"); v != "" {
+		return v
+	}
+	if id := r.Header.Get("Mcp-Session-Id"); id != "" {
+		for ss := range server.Sessions() {
+			if ss.ID() == id {
+				if p := ss.InitializeParams(); p != nil {
+					return negotiated(p.ProtocolVersion)
+				}
+			}
+		}
+	}
+	var msgs []struct {
+		Method string `json:"method"`
+		Params struct {
+			ProtocolVersion string `json:"protocolVersion"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(batch, &msgs) == nil {
+		for _, m := range msgs {
+			if m.Method == "initialize" {
+				return negotiated(m.Params.ProtocolVersion)
+			}
+		}
+	}
+	return "2025-03-26"
+}
+
+// negotiated is the version the SDK answers an initialize asking for v.
+func negotiated(v string) string {
+	for _, l := range legacyVersions {
+		if v == l {
+			return v
+		}
+	}
+	return versionLegacyLatest
+}
+
+// writeRPCError answers a request with a JSON-RPC error (HTTP 400), its id
+// echoed when it is a valid one, else null.
+func writeRPCError(w http.ResponseWriter, rawID json.RawMessage, code int64, msg string) {
+	var id any
+	if len(rawID) > 0 {
+		var v any
+		if json.Unmarshal(rawID, &v) == nil {
+			switch v := v.(type) {
+			case string:
+				id = v
+			case float64:
+				if v == float64(int64(v)) {
+					id = int64(v)
+				}
+			}
+		}
+	}
+	data, _ := json.Marshal(struct {
+		JSONRPC string         `json:"jsonrpc"`
+		ID      any            `json:"id"`
+		Error   *jsonrpc.Error `json:"error"`
+	}{"2.0", id, &jsonrpc.Error{Code: code, Message: msg}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	w.Write(data)
 }
 
 // checkHost refuses a Host header that does not name this server: a web page

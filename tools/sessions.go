@@ -223,7 +223,9 @@ func (e *entry) hold(ctx context.Context, req *mcp.CallToolRequest) (c *call, cl
 	if e.gone {
 		return nil, false, errors.New("this MCP session has ended")
 	}
-	if !e.watching && req != nil && req.Session != nil {
+	// A stateless request's MCP session ends with the request: the sbx
+	// session outlives it (until idle), so only real sessions are watched.
+	if !e.watching && req != nil && req.Session != nil && (req.Session.ID() != "" || p.cfg.Key == nil) {
 		e.watching = true
 		go func(ss *mcp.ServerSession) {
 			ss.Wait()
