@@ -29,6 +29,7 @@ import (
 type hooksState struct {
 	fingerprint string
 	gitDirs     []string   // the repositories' git dirs, whose config counts
+	files       []string   // the config files included (read or not yet there)
 	hooks       [][]string // per code dir, as sync.HostDir.Hooks
 }
 
@@ -37,16 +38,16 @@ type hooksState struct {
 // A failure to read them is a notice, not an error: the default protected
 // list still holds .githooks/ and .husky/.
 func (s *Session) refreshHooks(ctx context.Context) {
-	fp := hooksFingerprint(s.params.CodeDirs, s.hooks.gitDirs)
+	fp := hooksFingerprint(s.params.CodeDirs, s.hooks.gitDirs, s.hooks.files)
 	if fp == s.hooks.fingerprint && s.hooks.hooks != nil {
 		return
 	}
-	hooks, gitDirs, err := readHooks(ctx, s.params.CodeDirs)
+	hooks, gitDirs, files, err := readHooks(ctx, s.params.CodeDirs)
 	if err != nil {
-		s.m.log.Warn("read the host's core.hooksPath", "err", err)
+		s.m.log.Warn("read the host's git config (core.hooksPath, included files, programs it names)", "err", err)
 	}
-	s.hooks.gitDirs = gitDirs
-	s.hooks.fingerprint = hooksFingerprint(s.params.CodeDirs, gitDirs)
+	s.hooks.gitDirs, s.hooks.files = gitDirs, files
+	s.hooks.fingerprint = hooksFingerprint(s.params.CodeDirs, gitDirs, files)
 	s.hooks.hooks = hooks
 	for i, h := range hooks {
 		if err := s.sync.SetHooks(i, h); err != nil {
@@ -56,15 +57,17 @@ func (s *Session) refreshHooks(ctx context.Context) {
 }
 
 // readHooks asks the host's git, in each code dir, where it runs hooks from,
-// and places the answer inside the code dirs: hooks[i] lists the directories
-// relative to code dir i (a hooks path inside another code dir counts there;
-// one through a symlink counts at both its spelling and its target).
-func readHooks(ctx context.Context, codeDirs []string) (hooks [][]string, gitDirs []string, err error) {
+// which config files it includes and which programs its config names
+// (gitconfig.go), and places the answers inside the code dirs: hooks[i]
+// lists the paths relative to code dir i (a path inside another code dir
+// counts there; one through a symlink counts at both its spelling and its
+// target). files are the included config files, for the fingerprint.
+func readHooks(ctx context.Context, codeDirs []string) (hooks [][]string, gitDirs, files []string, err error) {
 	hooks = make([][]string, len(codeDirs))
 	env := hostrun.Environ(os.Environ(), codeDirs)
 	git := lookPath("git", env)
 	if git == "" {
-		return hooks, nil, fmt.Errorf("no git on the host's PATH (without the code dirs)")
+		return hooks, nil, nil, fmt.Errorf("no git on the host's PATH (without the code dirs)")
 	}
 	var errs []string
 	for _, d := range codeDirs {
@@ -107,24 +110,42 @@ func readHooks(ctx context.Context, codeDirs []string) (hooks [][]string, gitDir
 			}
 			places = append(places, filepath.Clean(v))
 		}
+		// Included config files and the programs the config names.
+		more, included, err := gitConfigPaths(run, d, lines[3])
 		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %v", d, err))
+		}
+		places = append(places, more...)
+		for _, f := range included {
+			if !contains(files, f) {
+				files = append(files, f)
+			}
+		}
 		for _, h := range places {
 			for i, cd := range codeDirs {
-				if rel, ok := inside(cd, h); ok && !inGitDir(rel) && !contains(hooks[i], rel) {
-					hooks[i] = append(hooks[i], rel)
-				}
+				roots := []string{cd}
 				if real, err := filepath.EvalSymlinks(cd); err == nil && real != cd {
-					if rel, ok := inside(real, h); ok && !inGitDir(rel) && !contains(hooks[i], rel) {
-						hooks[i] = append(hooks[i], rel)
+					roots = append(roots, real)
+				}
+				for _, root := range roots {
+					rel, ok := inside(root, h)
+					if !ok || inGitDir(rel) || contains(hooks[i], rel) {
+						continue
 					}
+					if !protectable(rel) {
+						errs = append(errs, fmt.Sprintf("%s: %q, which the host's git reads or runs, has a character the quarantine does not match (* ? [ \\): a sandbox change to it is not held", d, rel))
+						continue
+					}
+					hooks[i] = append(hooks[i], rel)
 				}
 			}
 		}
 	}
 	if len(errs) > 0 {
-		return hooks, gitDirs, fmt.Errorf("%s", strings.Join(errs, "; "))
+		return hooks, gitDirs, files, fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
-	return hooks, gitDirs, nil
+	return hooks, gitDirs, files, nil
 }
 
 // inside returns p relative to dir (slash-separated, "." for dir itself).
@@ -152,9 +173,9 @@ func contains(list []string, s string) bool {
 // hooksFingerprint is the size, mtime and mode of every file git reads
 // config from for these code dirs (system, global, each repository's config
 // and config.worktree) and of each code dir's .git: a change to any of them
-// reads core.hooksPath again. Files named by include.path are not in it
-// (see docs/security.md).
-func hooksFingerprint(codeDirs, gitDirs []string) string {
+// reads core.hooksPath again, as does a change to a config file they
+// include (files, which may not exist yet).
+func hooksFingerprint(codeDirs, gitDirs, included []string) string {
 	files := append([]string{"/etc/gitconfig"}, hostenv.GlobalConfigPaths()...)
 	if p := os.Getenv("GIT_CONFIG_SYSTEM"); p != "" {
 		files = append(files, p)
@@ -165,6 +186,7 @@ func hooksFingerprint(codeDirs, gitDirs []string) string {
 	for _, g := range gitDirs {
 		files = append(files, filepath.Join(g, "config"), filepath.Join(g, "config.worktree"))
 	}
+	files = append(files, included...)
 	var b strings.Builder
 	for _, f := range files {
 		fi, err := os.Stat(f)

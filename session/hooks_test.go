@@ -68,7 +68,7 @@ func TestReadHooks(t *testing.T) {
 			if c.setup != nil {
 				c.setup(code)
 			}
-			hooks, _, err := readHooks(context.Background(), []string{code})
+			hooks, _, _, err := readHooks(context.Background(), []string{code})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -82,7 +82,7 @@ func TestReadHooks(t *testing.T) {
 func TestReadHooksNotARepository(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("GIT_CEILING_DIRECTORIES", filepath.Dir(dir))
-	hooks, _, err := readHooks(context.Background(), []string{dir})
+	hooks, _, _, err := readHooks(context.Background(), []string{dir})
 	if err != nil || len(hooks) != 1 || hooks[0] != nil {
 		t.Fatalf("a plain directory: %q, %v", hooks, err)
 	}
@@ -92,13 +92,13 @@ func TestReadHooksNotARepository(t *testing.T) {
 // repository config, so a core.hooksPath set during a session counts.
 func TestHooksFingerprintSeesConfigChange(t *testing.T) {
 	code := hooksRepo(t)
-	_, gitDirs, err := readHooks(context.Background(), []string{code})
+	_, gitDirs, _, err := readHooks(context.Background(), []string{code})
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := hooksFingerprint([]string{code}, gitDirs)
+	before := hooksFingerprint([]string{code}, gitDirs, nil)
 	setHooksPath(t, code, ".githooks-with-a-longer-name")
-	if after := hooksFingerprint([]string{code}, gitDirs); after == before {
+	if after := hooksFingerprint([]string{code}, gitDirs, nil); after == before {
 		t.Fatal("the fingerprint did not change with .git/config")
 	}
 }
@@ -109,13 +109,13 @@ func TestHooksFingerprintSeesConfigChange(t *testing.T) {
 func BenchmarkHooksCheck(b *testing.B) {
 	code := hooksRepo(b)
 	setHooksPath(b, code, ".githooks")
-	_, gitDirs, err := readHooks(context.Background(), []string{code})
+	_, gitDirs, _, err := readHooks(context.Background(), []string{code})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Run("unchanged", func(b *testing.B) {
 		for b.Loop() {
-			hooksFingerprint([]string{code}, gitDirs)
+			hooksFingerprint([]string{code}, gitDirs, nil)
 		}
 	})
 	b.Run("read by git", func(b *testing.B) {
