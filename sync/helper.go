@@ -99,6 +99,9 @@ type helperState struct {
 	// trip; it becomes Manifest when the host acknowledges that pull.
 	Pending    Manifest
 	PendingSeq uint64
+	// Skipped are the paths the last scans could not read (Scanner.Skipped),
+	// by path, with the reason: each is reported once, not every command.
+	Skipped map[string]string
 }
 
 // Helper runs one round trip inside the sandbox.
@@ -438,10 +441,18 @@ func sameIgnoringHash(a, b Entry) bool {
 // the sandbox.
 func (h *Helper) Collect(pull io.Writer) HelperReply {
 	for _, hd := range h.dirs {
-		cur, err := (&Scanner{Exclude: hd.ex}).Scan(hd.d.Path, hd.state.Manifest)
+		sc := &Scanner{Exclude: hd.ex}
+		cur, err := sc.Scan(hd.d.Path, hd.state.Manifest)
 		if err != nil {
 			h.reply.Error = err.Error()
 			return h.reply
+		}
+		skipped, fresh := newSkips(hd.state.Skipped, sc.Skipped)
+		if !maps.Equal(skipped, hd.state.Skipped) {
+			hd.state.Skipped, hd.dirty = skipped, true
+		}
+		for _, s := range fresh {
+			h.reply.Kept = append(h.reply.Kept, Refusal{filepath.Join(hd.d.Path, s.Path), s.Reason + "; it stays in the sandbox"})
 		}
 		var send []Change
 		for _, c := range Diff(hd.state.Manifest, cur) {
@@ -477,6 +488,23 @@ func (h *Helper) Collect(pull io.Writer) HelperReply {
 		}
 	}
 	return h.reply
+}
+
+// newSkips returns the skipped paths to remember (now's) and those of now
+// not reported before.
+func newSkips(before map[string]string, now []Skip) (map[string]string, []Skip) {
+	var fresh []Skip
+	var keep map[string]string
+	for _, s := range now {
+		if keep == nil {
+			keep = map[string]string{}
+		}
+		keep[s.Path] = s.Reason
+		if before[s.Path] != s.Reason {
+			fresh = append(fresh, s)
+		}
+	}
+	return keep, fresh
 }
 
 // treeLinks looks symlinks up under root for CheckLinkTree.

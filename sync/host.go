@@ -61,6 +61,9 @@ type hostState struct {
 	Seq       uint64 // the last round trip's number
 	Ack       uint64 // the last round trip whose pull was applied
 	Reset     bool   // the next round trip starts the sandbox side afresh
+	// Skipped are, per code dir, the host paths the last scan could not
+	// read (reported once).
+	Skipped []map[string]string
 }
 
 // Report says what one round trip did.
@@ -248,9 +251,18 @@ func (h *Host) Begin() (*Round, Report, error) {
 		r.rejected++
 	}
 	for i, d := range h.dirs {
-		cur, err := (&Scanner{Exclude: d.ex}).Scan(d.cfg.Path, h.st.Manifests[i])
+		sc := &Scanner{Exclude: d.ex}
+		cur, err := sc.Scan(d.cfg.Path, h.st.Manifests[i])
 		if err != nil {
 			return nil, recovered, fmt.Errorf("scan %s: %w", d.cfg.Path, err)
+		}
+		for len(h.st.Skipped) <= i {
+			h.st.Skipped = append(h.st.Skipped, nil)
+		}
+		var fresh []Skip
+		h.st.Skipped[i], fresh = newSkips(h.st.Skipped[i], sc.Skipped)
+		for _, s := range fresh {
+			r.report.Refused = append(r.report.Refused, Refusal{filepath.Join(d.cfg.Path, s.Path), "on the host: " + s.Reason + "; not sent into the sandbox either"})
 		}
 		r.cur = append(r.cur, cur)
 		r.changes = append(r.changes, Diff(h.st.Manifests[i], cur))

@@ -89,7 +89,23 @@ type Scanner struct {
 	Exclude *Matcher
 	// Workers is how many directories are read at once; zero means a default.
 	Workers int
+	// Skipped lists, after Scan, what the walk could not read (a directory
+	// it cannot open, a path longer than PATH_MAX): left out of the sync,
+	// with the reason. What the last sync knew below a directory it cannot
+	// open is kept as it was (not taken for deleted).
+	Skipped []Skip
 }
+
+// Skip is a path the scan left out, and why.
+type Skip struct {
+	Path   string
+	Reason string
+}
+
+// maxFullPath is the longest absolute path the walk opens or records
+// (PATH_MAX less its NUL): a longer one cannot be opened by its name on
+// either side, nor sent (MaxPathBytes).
+const maxFullPath = 4095
 
 // Scan walks root. prev, the manifest of the last sync, tells which files
 // need hashing: those whose size and mtime match prev but whose identity
@@ -102,13 +118,15 @@ func (s *Scanner) Scan(root string, prev Manifest) (Manifest, error) {
 	}
 	// Sized for the last sync's tree: growing a map of 100k entries costs
 	// more than the walk's lstats.
-	w := &walker{root: root, ex: s.Exclude, out: make(Manifest, len(prev)), sem: make(chan struct{}, workers)}
+	w := &walker{root: root, ex: s.Exclude, prev: prev, out: make(Manifest, len(prev)), sem: make(chan struct{}, workers)}
 	w.wg.Add(1)
 	w.dir("")
 	w.wg.Wait()
 	if w.err != nil {
 		return nil, w.err
 	}
+	sort.Slice(w.skipped, func(a, b int) bool { return w.skipped[a].Path < w.skipped[b].Path })
+	s.Skipped = w.skipped
 	racy := start.Add(-racyWindow).UnixNano()
 	var toHash []string
 	for p, e := range w.out {
@@ -125,7 +143,7 @@ func (s *Scanner) Scan(root string, prev Manifest) (Manifest, error) {
 			toHash = append(toHash, p)
 		}
 	}
-	if err := hashAll(root, w.out, toHash, workers); err != nil {
+	if err := hashAll(root, w.out, prev, toHash, workers); err != nil {
 		return nil, err
 	}
 	return w.out, nil
@@ -134,12 +152,14 @@ func (s *Scanner) Scan(root string, prev Manifest) (Manifest, error) {
 type walker struct {
 	root string
 	ex   *Matcher
+	prev Manifest
 	sem  chan struct{}
 	wg   gosync.WaitGroup
 
-	mu  gosync.Mutex
-	out Manifest
-	err error
+	mu      gosync.Mutex
+	out     Manifest
+	skipped []Skip
+	err     error
 }
 
 // dir reads one directory (rel is "" for the root) and walks its children,
@@ -152,13 +172,27 @@ func (w *walker) dir(rel string) {
 	if rel != "" {
 		full = filepath.Join(w.root, filepath.FromSlash(rel))
 	}
-	ents, err := readDir(full)
+	ents, err := readDirFunc(full)
 	if err != nil {
 		<-w.sem
-		if rel != "" && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission)) {
-			return // removed while we walked, or unreadable: skip
+		switch {
+		case rel == "":
+			w.fail(fmt.Errorf("read directory %s: %w", full, err))
+		case errors.Is(err, fs.ErrNotExist):
+			// Removed while we walked.
+		default:
+			// Unreadable (EACCES, ELOOP, ENAMETOOLONG, EIO...): left out,
+			// and what the last sync knew below it stays as it was, so
+			// nothing there is taken for deleted.
+			w.mu.Lock()
+			w.skipped = append(w.skipped, Skip{rel, "cannot be read: " + errText(err)})
+			for p, e := range w.prev {
+				if strings.HasPrefix(p, rel+"/") {
+					w.out[p] = e
+				}
+			}
+			w.mu.Unlock()
 		}
-		w.fail(fmt.Errorf("read directory %s: %w", full, err))
 		return
 	}
 	local := make([]pathEntry, 0, len(ents))
@@ -170,6 +204,12 @@ func (w *walker) dir(rel string) {
 		}
 		isDir := de.e.Mode.IsDir()
 		if w.ex.Excluded(p, isDir) {
+			continue
+		}
+		if n := len(w.root) + 1 + len(p); n > maxFullPath {
+			w.mu.Lock()
+			w.skipped = append(w.skipped, Skip{p, fmt.Sprintf("path too long: %d bytes, over PATH_MAX (4096); it and what it holds are not synced", n)})
+			w.mu.Unlock()
 			continue
 		}
 		local = append(local, pathEntry{p, de.e})
@@ -186,6 +226,21 @@ func (w *walker) dir(rel string) {
 	for _, d := range subdirs {
 		w.wg.Add(1)
 		go w.dir(d)
+	}
+}
+
+// readDirFunc is readDir; tests make it fail.
+var readDirFunc = readDir
+
+// errText is an error's innermost text ("file name too long"): the path is
+// named beside it.
+func errText(err error) string {
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			return err.Error()
+		}
+		err = u
 	}
 }
 
@@ -224,7 +279,7 @@ func entryOf(fi fs.FileInfo) (Entry, bool) {
 	return e, true
 }
 
-func hashAll(root string, m Manifest, paths []string, workers int) error {
+func hashAll(root string, m, prev Manifest, paths []string, workers int) error {
 	if len(paths) == 0 {
 		return nil
 	}
@@ -240,9 +295,14 @@ func hashAll(root string, m Manifest, paths []string, workers int) error {
 			for p := range next {
 				h, err := hashFile(filepath.Join(root, filepath.FromSlash(p)))
 				mu.Lock()
-				if err != nil {
-					delete(m, p) // gone or unreadable now: the next scan sees it
-				} else {
+				switch {
+				case err != nil && !errors.Is(err, fs.ErrNotExist) && hadFile(prev, p):
+					// Unreadable, not gone: as the last sync knew it, not
+					// taken for deleted.
+					m[p] = prev[p]
+				case err != nil:
+					delete(m, p) // gone now: the next scan sees it
+				default:
 					e := m[p]
 					e.Hash = h
 					m[p] = e
@@ -257,6 +317,11 @@ func hashAll(root string, m Manifest, paths []string, workers int) error {
 	close(next)
 	wg.Wait()
 	return nil
+}
+
+func hadFile(m Manifest, p string) bool {
+	e, ok := m[p]
+	return ok && e.Mode.IsRegular()
 }
 
 func hashFile(p string) (string, error) {
