@@ -6,6 +6,8 @@ import (
 	"os/user"
 	"path/filepath"
 	"strings"
+
+	"github.com/sbx-sh/sbx/hostenv"
 )
 
 // The host's git reads more than its config files: include.path and
@@ -28,8 +30,8 @@ const maxConfigFiles = 64
 // entries is matched under any subsection.
 var programKeys = map[string]bool{
 	"core.sshcommand": true, "core.editor": true, "core.pager": true, "core.fsmonitor": true,
-	"core.askpass": true, "core.gitproxy": true, "core.hookspath": true, "credential.helper": true,
-	"diff.external": true, "gpg.program": true, "sequence.editor": true, "init.templatedir": true,
+	"core.askpass": true, "core.gitproxy": true, "credential.helper": true,
+	"diff.external": true, "gpg.program": true, "sequence.editor": true,
 	"sendemail.smtpserver": true, "sendemail.tocmd": true, "sendemail.cccmd": true,
 	"sendemail.headercmd": true, "interactive.difffilter": true,
 	"credential.*.helper": true, "filter.*.clean": true, "filter.*.smudge": true,
@@ -59,6 +61,27 @@ func isProgramKey(key, value string) bool {
 		return programKeys[section+"."+rest]
 	}
 	return programKeys[section+".*."+rest[i+1:]]
+}
+
+// pathKeys are the config variables whose value is one path git runs
+// programs from: hooks (core.hooksPath, also read by readHooks through git)
+// and the template directory whose hooks git init and git clone copy into
+// the new repository.
+var pathKeys = map[string]bool{"core.hookspath": true, "init.templatedir": true}
+
+// configPath resolves a path value: "~" expanded, relative to top.
+func configPath(value, top string) string {
+	switch {
+	case value == "":
+		return ""
+	case strings.HasPrefix(value, "~"):
+		return expandHome(value)
+	case filepath.IsAbs(value):
+		return filepath.Clean(value)
+	case top != "":
+		return filepath.Join(top, value)
+	}
+	return ""
 }
 
 // isIncludeKey: include.path and includeIf.<condition>.path.
@@ -112,7 +135,9 @@ func includeTarget(value, origin string) string {
 	if origin == "" || value == "" {
 		return ""
 	}
-	return filepath.Join(filepath.Dir(origin), value)
+	// Not cleaned: ".." after a symlinked directory goes up from the
+	// link's target, as the kernel resolves it (realPath does).
+	return filepath.Dir(origin) + string(filepath.Separator) + value
 }
 
 // expandHome expands "~" and "~/x" from $HOME and "~user/x" from the user
@@ -181,19 +206,33 @@ func gitConfigPaths(run func(args ...string) (string, string, error), dir, top s
 		return nil, nil, fmt.Errorf("git config --list: %v: %s", err, stderr)
 	}
 	entries := parseConfigList(out, dir)
-	seen := map[string]bool{}
-	for _, e := range entries {
-		if e.origin != "" && !seen[e.origin] {
-			seen[e.origin] = true
-			files = append(files, e.origin)
-		}
-	}
 	add := func(p string) {
-		if !contains(paths, p) {
-			paths = append(paths, p)
+		if c := filepath.Clean(p); !contains(paths, c) {
+			paths = append(paths, c)
 		}
 		if real := realPath(p); real != "" && !contains(paths, real) {
 			paths = append(paths, real)
+		}
+	}
+	// The config files themselves, when a code dir holds them (a code dir
+	// that is the home directory holds ~/.gitconfig), existing or not yet:
+	// the system and global files git would read, and every file an entry
+	// came from (the repository's own config is under .git, which never
+	// comes back).
+	seen := map[string]bool{}
+	base := append([]string{"/etc/gitconfig"}, hostenv.GlobalConfigPaths()...)
+	if p := os.Getenv("GIT_CONFIG_SYSTEM"); p != "" {
+		base = append(base, p)
+	}
+	for _, e := range entries {
+		if e.origin != "" {
+			base = append(base, e.origin)
+		}
+	}
+	for _, f := range base {
+		if !seen[f] {
+			seen[f] = true
+			add(f)
 		}
 	}
 	var errs []string
@@ -201,26 +240,40 @@ func gitConfigPaths(run func(args ...string) (string, string, error), dir, top s
 		e := entries[i]
 		switch {
 		case isIncludeKey(e.key):
-			t := includeTarget(e.value, e.origin)
-			if t == "" || seen[t] {
+			spelled := includeTarget(e.value, e.origin)
+			if spelled == "" {
 				continue
 			}
-			add(t)
+			// Read once whatever its spellings (by the file git opens), but
+			// through its spelling: git resolves the includes inside it
+			// relative to that.
+			t := filepath.Clean(spelled)
+			if real := realPath(spelled); real != "" {
+				t = real
+			}
+			if seen[t] {
+				continue
+			}
+			add(spelled)
 			seen[t] = true
-			files = append(files, t)
+			files = append(files, filepath.Clean(spelled))
 			if len(files) > maxConfigFiles {
 				errs = append(errs, fmt.Sprintf("more than %d included config files; %s and later ones not followed", maxConfigFiles, t))
 				continue
 			}
-			if fi, err := os.Stat(t); err != nil || !fi.Mode().IsRegular() {
+			if fi, err := os.Stat(spelled); err != nil || !fi.Mode().IsRegular() {
 				continue
 			}
-			out, stderr, err := run("config", "--file", t, "--list", "--show-origin", "-z", "--no-includes")
+			out, stderr, err := run("config", "--file", spelled, "--list", "--show-origin", "-z", "--no-includes")
 			if err != nil {
 				errs = append(errs, fmt.Sprintf("git config --file %s: %v: %s", t, err, stderr))
 				continue
 			}
 			entries = append(entries, parseConfigList(out, dir)...)
+		case pathKeys[e.key]:
+			if p := configPath(e.value, top); p != "" {
+				add(p)
+			}
 		case isProgramKey(e.key, e.value):
 			for _, p := range commandPaths(e.value, top) {
 				add(p)
@@ -233,24 +286,48 @@ func gitConfigPaths(run func(args ...string) (string, string, error), dir, top s
 	return paths, files, err
 }
 
-// realPath is p with its symlinks resolved, as far as it exists (a missing
-// file resolves through its parent directories): "" when nothing resolves
-// or nothing changes.
+// realPath is p with its symlinks resolved as the kernel would open it,
+// also where it does not exist (yet): a dangling link resolves to where it
+// points, a missing component stays as spelled. "" when nothing changes or
+// the links loop.
 func realPath(p string) string {
-	rest := ""
-	for q := p; ; q = filepath.Dir(q) {
-		if real, err := filepath.EvalSymlinks(q); err == nil {
-			r := filepath.Join(real, rest)
-			if r == p {
-				return ""
-			}
-			return r
+	if !filepath.IsAbs(p) {
+		return ""
+	}
+	todo := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	cur, links := "/", 0
+	for len(todo) > 0 {
+		el := todo[0]
+		todo = todo[1:]
+		switch el {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			continue
 		}
-		if q == filepath.Dir(q) {
+		next := filepath.Join(cur, el)
+		fi, err := os.Lstat(next)
+		if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		if links++; links > 255 {
 			return ""
 		}
-		rest = filepath.Join(filepath.Base(q), rest)
+		target, err := os.Readlink(next)
+		if err != nil {
+			return ""
+		}
+		if filepath.IsAbs(target) {
+			cur = "/"
+		}
+		todo = append(strings.Split(target, "/"), todo...)
 	}
+	if cur == filepath.Clean(p) {
+		return ""
+	}
+	return cur
 }
 
 // protectable: what the sync's protected set takes as a rooted path (no
