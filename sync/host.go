@@ -25,9 +25,11 @@ type HostDir struct {
 	Path      string   // absolute; the same path inside the sandbox
 	Exclude   []string // patterns beyond DefaultExcludes and .sbxignore
 	Protected []string // nil means DefaultProtected
-	// Hooks are the directories, relative to Path, that the host's git runs
-	// hooks from (its effective core.hooksPath, when inside the code dir;
-	// "." for the code dir itself). The session reads them from the host's
+	// Hooks are the paths, relative to Path, that the host's git runs or
+	// reads as configuration: the directories it runs hooks from (its
+	// effective core.hooksPath, when inside the code dir; "." for the code
+	// dir itself), the config files it includes and the programs its config
+	// names (session/gitconfig.go). The session reads them from the host's
 	// git config; sync only uses them: they wait in quarantine like the
 	// protected names, and the directories above them may not become
 	// symlinks or files.
