@@ -20,14 +20,21 @@ var DefaultProtected = []string{
 	// Agents' and editors' settings, MCP server lists, hooks and tasks.
 	".claude/", ".mcp.json", ".cursor/", ".codex/", ".gemini/", ".windsurf/", ".vscode/", ".idea/",
 	".zed/", ".helix/", ".continue/", ".amazonq/", ".roo/", ".kiro/", ".opencode/", "opencode.json",
-	".devcontainer/", ".exrc", ".nvimrc", ".nvim.lua",
+	".devcontainer/", ".devcontainer.json", ".exrc", ".nvimrc", ".nvim.lua", ".vimrc", ".gvimrc",
+	".qwen/", ".crush.json", "crush.json", ".crush/", ".aider.conf.yml", ".aider.conf.yaml",
 	// Environment loaders that run on cd.
 	".envrc", ".env", ".direnv/",
 	".tool-versions", ".mise.toml", "mise.toml", ".mise.local.toml", "mise.local.toml", ".mise/",
 	".config/mise/", ".config/mise.toml", ".rtx.toml",
 	// What git commit and git push run.
-	".githooks/", ".husky/", ".pre-commit-config.yaml", "lefthook.yml", "lefthook.yaml", ".lefthook.yml",
-	".lefthook.yaml", "lefthook-local.yml", ".lefthook-local.yml", ".lefthook/", ".gitmodules", ".lfsconfig",
+	".githooks/", ".husky/", ".pre-commit-config.yaml", ".gitmodules", ".lfsconfig",
+	// lefthook reads every one of these formats, and merges the -local
+	// ones (and .lefthook-local/'s scripts) into the hooks it runs.
+	"lefthook.yml", "lefthook.yaml", "lefthook.json", "lefthook.jsonc", "lefthook.toml",
+	".lefthook.yml", ".lefthook.yaml", ".lefthook.json", ".lefthook.jsonc", ".lefthook.toml",
+	"lefthook-local.yml", "lefthook-local.yaml", "lefthook-local.json", "lefthook-local.jsonc", "lefthook-local.toml",
+	".lefthook-local.yml", ".lefthook-local.yaml", ".lefthook-local.json", ".lefthook-local.jsonc", ".lefthook-local.toml",
+	".lefthook/", ".lefthook-local/",
 	// Package managers' own config: what every npm or yarn command obeys.
 	".npmrc", ".yarnrc", ".yarnrc.yml",
 	// CI definitions (they run where the user's secrets are, after a push).

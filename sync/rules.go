@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode"
 
+	"golang.org/x/text/cases"
 	"golang.org/x/text/unicode/norm"
 
 	"github.com/sbx-sh/sbx/internal/escape"
@@ -224,20 +225,31 @@ func isGitName(c string) bool {
 
 // foldName is a path component as a case-insensitive host file system
 // compares it: composed to NFC (APFS and HFS+ do not tell "é" from "e" and a
-// combining accent), the code points HFS+ ignores removed, every rune
-// case-folded (the Kelvin sign is a k on APFS), trailing dots and spaces
-// dropped and an NTFS stream suffix cut off (as Windows does). Names that
-// differ after folding may still be one file on some host (file systems fold
-// slightly differently), but none of them folds to a different ASCII name.
+// combining accent), the code points HFS+ ignores removed, Unicode full case
+// folding applied (APFS folds "ﬁ" to "fi"), then every rune mapped to the
+// smallest rune its upper case, lower case and simple folding reach (the
+// Kelvin sign is a k on APFS; NTFS upcases a dotless ı to I), trailing dots
+// and spaces dropped and an NTFS stream suffix cut off (as Windows does).
+// Names that differ after folding may still be one file on some host (file
+// systems fold slightly differently), but none of them folds to a different
+// ASCII name.
 func foldName(c string) string {
 	var b strings.Builder
 	for _, r := range norm.NFC.String(c) {
 		if hfsIgnored(r) {
 			continue
 		}
+		b.WriteRune(r)
+	}
+	s := cases.Fold().String(b.String())
+	b.Reset()
+	for _, r := range s {
+		if hfsIgnored(r) {
+			continue
+		}
 		b.WriteRune(foldRune(r))
 	}
-	s := b.String()
+	s = b.String()
 	if i := strings.IndexByte(s, ':'); i >= 0 {
 		s = s[:i]
 	}
@@ -252,14 +264,21 @@ func foldPath(p string) string {
 	return strings.Join(els, "/")
 }
 
-// foldRune maps r to the smallest rune of its case-folding orbit, lowered
-// when that is an ASCII letter: K, k and U+212A KELVIN SIGN all become k,
-// S, s and U+017F LONG S all become s.
+// foldRune maps r to the smallest rune of its case orbit: its simple
+// folding orbit and those of its upper and lower case (which NTFS's upcase
+// table follows: ı upcases to I), lowered when that is an ASCII letter: K, k
+// and U+212A KELVIN SIGN all become k, S, s and U+017F LONG S all become s,
+// ı becomes i.
 func foldRune(r rune) rune {
 	m := r
-	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
-		if f < m {
-			m = f
+	for _, s := range [...]rune{r, unicode.ToUpper(r), unicode.ToLower(r), unicode.ToTitle(r)} {
+		if s < m {
+			m = s
+		}
+		for f := unicode.SimpleFold(s); f != s; f = unicode.SimpleFold(f) {
+			if f < m {
+				m = f
+			}
 		}
 	}
 	if m >= 'A' && m <= 'Z' {

@@ -73,6 +73,9 @@ func TestCheckPullBack(t *testing.T) {
 		{"git ntfs stream", ".git::$INDEX_ALLOCATION/config", file, false, false},
 		{"git hfs ignorable", ".g\u200cit/config", file, false, false},
 		{"git short name", "GIT~1/config", file, false, false},
+		{"git dotless i", ".gıt/hooks/pre-commit", file, false, false},
+		{"git dotless i upper", ".GıT/config", file, false, false},
+		{"nested git dotless i", "sub/.gıt/config", file, false, false},
 		{"git upper case dir", ".GIT", dir, false, false},
 		{"nested git upper case", "sub/.GIT/config", file, false, false},
 		{"git alternates other case", ".git/objects/INFO/Alternates", file, false, false},
@@ -99,7 +102,7 @@ func TestCheckPullBack(t *testing.T) {
 }
 
 func FuzzCheckPullBack(f *testing.F) {
-	for _, s := range []string{"a", ".git/config", "../x", "a/../../b", ".git/objects/info/alternates", "x/.git/y", ".GIT/hooks/x", ".g\u200cit/config", "GIT~1/config", ".git./x"} {
+	for _, s := range []string{"a", ".git/config", "../x", "a/../../b", ".git/objects/info/alternates", "x/.git/y", ".GIT/hooks/x", ".g\u200cit/config", "GIT~1/config", ".git./x", ".gıt/hooks/x", ".GıT/config"} {
 		f.Add(s, "target", uint8(0))
 	}
 	f.Fuzz(func(t *testing.T, p, target string, kind uint8) {
@@ -289,7 +292,16 @@ func oracleGitName(el string) bool {
 	}, el)
 	el, _, _ = strings.Cut(el, ":")
 	el = strings.TrimRight(el, ". ")
-	return strings.EqualFold(el, ".git") || (len(el) >= 4 && strings.EqualFold(el[:4], "git~"))
+	return oracleSameName(el, ".git") || (len(el) >= 4 && oracleSameName(el[:4], "git~")) ||
+		strings.HasPrefix(strings.ToUpper(el), "GIT~")
+}
+
+// oracleSameName: two names a case-insensitive host takes for one, to the
+// tests: Unicode simple folding (strings.EqualFold, as APFS and ext4's
+// casefold compare), or equal once upper-cased rune by rune
+// (strings.ToUpper, as NTFS's upcase table compares: a dotless ı is an I).
+func oracleSameName(a, b string) bool {
+	return strings.EqualFold(a, b) || strings.ToUpper(a) == strings.ToUpper(b)
 }
 
 // FuzzProtected: whenever a component of the path is, to the test's own
@@ -298,7 +310,7 @@ func oracleGitName(el string) bool {
 // Unicode folding of foldName are beyond this oracle; it checks that they
 // never lose what plain case folding finds.
 func FuzzProtected(f *testing.F) {
-	for _, s := range []string{".claude/settings.json", "a/.EnvRC", ".envrc.", "x/.Mcp.Json", "src/main.go", ".hus\u212ay/x"} {
+	for _, s := range []string{".claude/settings.json", "a/.EnvRC", ".envrc.", "x/.Mcp.Json", "src/main.go", ".hus\u212ay/x", ".vımrc", "LEFTHOOK.JSONC", "a/.devcontaıner.json"} {
 		f.Add(s)
 	}
 	s, err := newProtectedSet(DefaultProtected, nil)
@@ -326,7 +338,7 @@ func FuzzProtected(f *testing.F) {
 			el, _, _ = strings.Cut(el, ":")
 			el = strings.TrimRight(el, ". ")
 			for _, n := range names {
-				if strings.EqualFold(el, n) && !got {
+				if oracleSameName(el, n) && !got {
 					t.Fatalf("%q holds %q (as %q) but is not protected", p, n, el)
 				}
 			}
