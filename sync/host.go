@@ -480,8 +480,13 @@ func (h *Host) applySpool(seq uint64, rep *Report) error {
 	// First pass: which code dirs' deletions are held.
 	dels := make([][]string, len(h.dirs))
 	puts := make([][]string, len(h.dirs))
+	heads := make([]map[string]bool, len(h.dirs))
 	err = h.eachPull(f, func(d *hostDir, _ *os.Root, _ map[string]bool, it *Item) error {
 		i := h.indexOf(d)
+		if heads[i] == nil {
+			heads[i] = map[string]bool{}
+		}
+		noteHead(heads[i], it)
 		if d.protected.protects(it.Path, it.Entry, it.Deleted) {
 			return nil
 		}
@@ -503,7 +508,7 @@ func (h *Host) applySpool(seq uint64, rep *Report) error {
 	var holds []HeldDeletion
 	now := time.Now().UTC()
 	for i, d := range h.dirs {
-		st := &applyState{redirect: map[string]string{}}
+		st := &applyState{redirect: map[string]string{}, repo: repoState{heads: heads[i]}}
 		states[i] = st
 		if why := md.holdReason(h.st.Manifests[i], dels[i], puts[i]); why != "" {
 			st.hold = map[string]bool{}
@@ -580,6 +585,8 @@ type applyState struct {
 	redirect map[string]string
 	// hold lists the deletions held for sbx accept.
 	hold map[string]bool
+	// repo decides what would plant or change a git directory.
+	repo repoState
 }
 
 // redirected returns where an item below a redirected directory goes.
@@ -642,7 +649,7 @@ func (h *Host) applyOne(i int, d *hostDir, st *applyState, it *Item, rep *Report
 	root := roots.base
 	m := h.st.Manifests[i]
 	full := filepath.Join(d.cfg.Path, it.Path)
-	if d.protected.protects(it.Path, it.Entry, it.Deleted) {
+	if d.protected.protects(it.Path, it.Entry, it.Deleted) || st.repo.plants(root, it.Path, it.Deleted) {
 		if it.Deleted {
 			if _, err := root.Lstat(it.Path); notExist(err) {
 				// Only its quarantined copy has it (a rebase that stopped,
