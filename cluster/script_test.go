@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -82,24 +83,41 @@ func TestKillScriptKillsTree(t *testing.T) {
 	tmp := t.TempDir()
 	mark := randomID()
 	// A command that starts a grandchild in the background and one that
-	// escapes into a session of its own; all must die.
+	// escapes into a session of its own; all must die. Their durations are
+	// odd numbers no other test uses, so that ps finds only them (go test
+	// runs other packages' sandboxes beside this one).
+	sleeps := []string{"sleep 30071", "sleep 30072", "sleep 30073"}
 	c := exec.Command(sh[0], append(append([]string{}, sh[1:]...), "-c", wrapperScript, "sbx", "k1", "/", "0", mark,
-		"PATH=/usr/bin:/bin", "sh", "-c", "sleep 300 & (setsid sleep 301 &) ; sleep 302")...)
+		"PATH=/usr/bin:/bin", "sh", "-c", sleeps[0]+" & (setsid "+sleeps[1]+" &) ; "+sleeps[2])...)
 	c.Env = []string{"PATH=/usr/bin:/bin", "TMPDIR=" + tmp}
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	running := func() []string {
+		out, err := exec.Command("ps", "-eo", "args").Output()
+		if err != nil {
+			t.Fatalf("ps: %v", err)
+		}
+		var found []string
+		for _, l := range strings.Split(string(out), "\n") {
+			if slices.Contains(sleeps, strings.TrimSpace(l)) {
+				found = append(found, strings.TrimSpace(l))
+			}
+		}
+		return found
+	}
+	// The whole tree runs, and the wrapper has recorded its pid.
+	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if _, err := os.Stat(tmp + "/.sbx-exec/k1.pid"); err == nil {
+		_, err := os.Stat(tmp + "/.sbx-exec/k1.pid")
+		if err == nil && len(running()) == len(sleeps) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("wrapper did not record the pid")
+			t.Fatalf("the tree did not start (pid file: %v; running: %q)", err, running())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	time.Sleep(200 * time.Millisecond) // let the tree start
 	k := exec.Command(sh[0], append(append([]string{}, sh[1:]...), "-c", killScript, "sbx", "k1")...)
 	k.Env = c.Env
 	if out, err := k.CombinedOutput(); err != nil {
@@ -113,11 +131,8 @@ func TestKillScriptKillsTree(t *testing.T) {
 		c.Process.Kill()
 		t.Fatal("wrapper still running 10s after the kill script")
 	}
-	out, _ := exec.Command("ps", "-eo", "args").Output()
-	for _, l := range strings.Split(string(out), "\n") {
-		if strings.HasPrefix(l, "sleep 30") {
-			t.Errorf("survivor: %s", l)
-		}
+	if left := running(); len(left) > 0 {
+		t.Errorf("survivors: %q", left)
 	}
 }
 
