@@ -197,8 +197,9 @@ func TestHoldReason(t *testing.T) {
 		{"git HEAD", join(src, git), []string{".git/HEAD"}, nil, ".git/HEAD"},
 		{"git refs", join(src, git), []string{".git/refs"}, nil, ".git/refs"},
 		{"one loose ref", join(src, git), []string{".git/refs/heads/main"}, nil, ""},
-		{"all objects, none written", join(src, git), []string{".git/objects/ab"}, nil, "all 3 files of git's .git/objects"},
-		{"all objects, a pack written (git gc)", join(src, git), []string{".git/objects/ab"}, []string{".git/objects/pack/p.pack"}, ""},
+		{"all objects, none written", join(src, git), []string{".git/objects/ab"}, nil, "all 3 of git's objects and packs"},
+		{"all objects, a pack written (git gc, or garbage)", join(src, git), []string{".git/objects/ab"}, []string{".git/objects/pack/pack-1.pack"}, "all 3 of git's objects and packs"},
+		{"one pack of two", join(src, git, Manifest{".git/objects/pack/pack-1.pack": {Mode: 0o444}}), []string{".git/objects/pack/pack-1.pack"}, nil, ""},
 		{".git files do not count as code", join(files(3, ""), files(30, ".git/logs/")), []string{".git/logs"}, nil, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -461,6 +461,13 @@ func (h *Helper) Collect(pull io.Writer) HelperReply {
 				h.reply.Kept = append(h.reply.Kept, *r)
 				continue
 			}
+			if old, had := hd.state.Manifest[c.Path]; had && !c.Deleted && objectFile(c.Path) && old.Mode.IsRegular() &&
+				(c.Entry.Mode != old.Mode || c.Entry.Size != old.Size) {
+				// The host refuses a same-size rewrite too (it has the
+				// content to compare); this one is plain here.
+				h.reply.Kept = append(h.reply.Kept, Refusal{filepath.Join(hd.d.Path, c.Path), errObjectRewrite})
+				continue
+			}
 			if !c.Deleted && c.Entry.isLink() {
 				// The host checks the target through its own links too;
 				// checked here against the sandbox's tree (the host's plus

@@ -42,6 +42,35 @@ var DefaultMassDelete = MassDelete{Min: 20}
 // gitCore is what git cannot work without.
 var gitCore = []string{".git/objects", ".git/refs", ".git/HEAD"}
 
+// objectFile reports whether p is one of git's objects or packs: a loose
+// object (.git/objects/xx/...) or a pack file (.git/objects/pack/pack-*).
+// git never changes one under its name (it writes new ones and deletes old
+// ones), so a sandbox that rewrites one is refused, and one that deletes all
+// of them is held.
+func objectFile(p string) bool {
+	rest, ok := strings.CutPrefix(p, ".git/objects/")
+	if !ok {
+		return false
+	}
+	dir, name, ok := strings.Cut(rest, "/")
+	if !ok || strings.Contains(name, "/") {
+		return false
+	}
+	if dir == "pack" {
+		return strings.HasPrefix(name, "pack-")
+	}
+	return len(dir) == 2 && isHex(dir)
+}
+
+func isHex(s string) bool {
+	for _, c := range s {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // holdReason decides, for one code dir whose last synced manifest is m,
 // whether the deletions dels (paths as in a patch: a directory stands for
 // everything below it) are held, and why. puts are the patch's other paths.
@@ -73,7 +102,7 @@ func (md MassDelete) holdReason(m Manifest, dels, puts []string) string {
 			continue
 		}
 		if strings.HasPrefix(p, ".git/") {
-			if strings.HasPrefix(p, ".git/objects/") {
+			if objectFile(p) {
 				objects++
 				if under(p) {
 					objectsDeleted++
@@ -87,15 +116,9 @@ func (md MassDelete) holdReason(m Manifest, dels, puts []string) string {
 		}
 	}
 	if objects > 0 && objectsDeleted == objects {
-		refilled := false
-		for _, p := range puts {
-			if strings.HasPrefix(p, ".git/objects/") {
-				refilled = true
-			}
-		}
-		if !refilled {
-			return fmt.Sprintf("it deletes all %d files of git's .git/objects", objects)
-		}
+		// Even with a pack written back: the host cannot tell the new pack
+		// of a git gc from garbage, and it keeps both until the user says.
+		return fmt.Sprintf("it deletes all %d of git's objects and packs (.git/objects)", objects)
 	}
 	if md.Min <= 0 {
 		return ""

@@ -100,6 +100,9 @@ type Report struct {
 	// Journaled counts the host files this pull-back overwrote or deleted
 	// after keeping them in the journal (sbx undo).
 	Journaled int
+	// JournalDropped says which earlier rounds of the journal this
+	// pull-back's round pushed out (over journal_size).
+	JournalDropped []string
 	// Lost lists host paths of sandbox changes a failed pull-back did not
 	// apply, as far as the pull was read, and LostCount how many changes
 	// the sandbox sent (set by the caller that knows they will not be sent
@@ -551,6 +554,10 @@ func (h *Host) applySpool(seq uint64, rep *Report) error {
 	if jerr := h.Journal.commit(); err == nil && jerr != nil {
 		err = jerr
 	}
+	if h.Journal != nil {
+		rep.JournalDropped = append(rep.JournalDropped, h.Journal.Dropped...)
+		h.Journal.Dropped = nil
+	}
 	if err != nil {
 		return fmt.Errorf("bring back the sandbox's changes: %w", err)
 	}
@@ -728,6 +735,19 @@ func (h *Host) applyOne(i int, d *hostDir, st *applyState, it *Item, rep *Report
 	if err != nil {
 		return err
 	}
+	if exists && !it.Deleted && objectFile(it.Path) && now.Mode.IsRegular() {
+		// git never changes an object or a pack under its name: the
+		// sandbox's rewrite stays there; the same bytes (a git that
+		// freshened its mtime) are no change.
+		same, err := sameObject(dr, name, it, now)
+		if err != nil {
+			return err
+		}
+		if !same {
+			rep.Refused = append(rep.Refused, Refusal{full, errObjectRewrite})
+		}
+		return nil
+	}
 	if exists && !it.Deleted {
 		same, err := sameContent(dr, name, it, now)
 		if err != nil {
@@ -881,6 +901,27 @@ func sameContent(root *os.Root, name string, it *Item, now Entry) (bool, error) 
 }
 
 const maxCompare = 8 << 20
+
+// errObjectRewrite is why a rewrite of one of git's objects or packs is
+// refused.
+const errObjectRewrite = "git never changes an object or a pack under its name: a rewrite (content or mode) of one the host has is never brought back (it stays in the sandbox); the host's copy is untouched"
+
+// sameObject reports whether the item has the same mode and bytes as the
+// host's object file now, streaming both through the content hash.
+func sameObject(root *os.Root, name string, it *Item, now Entry) (bool, error) {
+	if !it.Entry.Mode.IsRegular() || it.Entry.Mode.Perm() != now.Mode.Perm() || it.Entry.Size != now.Size {
+		return false, nil
+	}
+	in, err := hashReader(it.Body)
+	if err != nil {
+		return false, err
+	}
+	have, err := hashIn(root, name)
+	if err != nil {
+		return false, nil
+	}
+	return in == have, nil
+}
 
 func withHash(root *os.Root, p string, e Entry) Entry {
 	if e.Mode.IsRegular() {

@@ -43,6 +43,9 @@ type Journal struct {
 
 	cur     *journalRound
 	written int64 // bytes kept in the current round
+	// Dropped says, after a commit, which earlier rounds the cap made it
+	// drop (sbx undo can no longer restore them): the pull-back reports it.
+	Dropped []string
 }
 
 // JournalEntry is one host path a pull-back (or an undo) changed.
@@ -104,9 +107,11 @@ func (j *Journal) keep(codeDir, rel string, dir *os.Root, name string, before En
 	}
 	e := JournalEntry{Dir: codeDir, Path: rel, Op: op, Before: before}
 	if before.Mode.IsRegular() {
-		if before.Size > j.max()-j.written {
-			e.NotKept = fmt.Sprintf("%d bytes, over the journal's %d-byte cap", before.Size, j.max())
+		if j.max() == 0 {
+			e.NotKept = "journal_size is 0: the journal keeps no content"
 		} else {
+			// Kept whatever its size: the newest round is always whole
+			// (the cap drops older content, see prune).
 			if err := os.MkdirAll(j.cur.dir, 0o700); err != nil {
 				return nil, fmt.Errorf("journal: %w", err)
 			}
@@ -203,9 +208,15 @@ func (j *Journal) Rounds() ([]JournalRound, error) {
 	return out, nil
 }
 
-// prune drops incomplete rounds, rounds older than JournalKeep, and then the
-// oldest rounds until the kept contents fit the cap. It reads only the
-// journal's listing: a round's name carries its time and size.
+// prune drops incomplete rounds and rounds older than JournalKeep; then,
+// while the kept contents are over the cap, first the kept versions that a
+// pull-back of the same session wrote itself (churn: the version a round
+// replaced is what an earlier round left there), oldest first, then the
+// oldest rounds, each named in Dropped. The newest round is always kept
+// whole, so sbx undo of the last command always works, and churn never
+// pushes out a version the host had on its own. The listing alone decides
+// when under the cap (a round's name carries its time and size); the
+// rounds' records are read only when over it.
 func (j *Journal) prune() error {
 	ents, err := os.ReadDir(j.Dir)
 	if err != nil {
@@ -231,12 +242,87 @@ func (j *Journal) prune() error {
 		total += size
 	}
 	sort.Slice(rounds, func(a, b int) bool { return rounds[a].name < rounds[b].name })
-	for len(rounds) > 0 && total > j.max() {
-		os.RemoveAll(filepath.Join(j.Dir, rounds[0].name))
-		total -= rounds[0].size
-		rounds = rounds[1:]
+	if total <= j.max() || len(rounds) < 2 {
+		return nil
+	}
+	// Churn first.
+	type loaded struct {
+		name  string
+		size  int64
+		r     JournalRound
+		dirty bool
+	}
+	var all []*loaded
+	for _, x := range rounds {
+		l := &loaded{name: x.name, size: x.size}
+		if raw, err := os.ReadFile(filepath.Join(j.Dir, x.name, "entries.json")); err == nil {
+			json.Unmarshal(raw, &l.r)
+		}
+		all = append(all, l)
+	}
+	last := map[string]*JournalEntry{} // the latest entry of each path so far
+	type victim struct {
+		l *loaded
+		e *JournalEntry
+	}
+	var churn []victim
+	for k, l := range all {
+		for i := range l.r.Entries {
+			e := &l.r.Entries[i]
+			key := e.Dir + "\x00" + e.Path
+			if prev := last[key]; k < len(all)-1 && e.Blob != "" && prev != nil && prev.After != nil && sameVersion(*prev.After, e.Before) {
+				churn = append(churn, victim{l, e})
+			}
+			last[key] = e
+		}
+	}
+	for _, v := range churn {
+		if total <= j.max() {
+			break
+		}
+		os.Remove(filepath.Join(j.Dir, v.l.name, v.e.Blob))
+		v.e.Blob = ""
+		v.e.NotKept = "dropped to stay under journal_size: a version an earlier pull-back of this session wrote (the version before it is kept)"
+		v.l.size -= v.e.Before.Size
+		total -= v.e.Before.Size
+		v.l.dirty = true
+	}
+	for _, l := range all {
+		if !l.dirty {
+			continue
+		}
+		dir := filepath.Join(j.Dir, l.name)
+		if writeRound(dir, &l.r) != nil {
+			continue
+		}
+		name := fmt.Sprintf("%s-%d", l.name[:strings.LastIndex(l.name, "-")], max(l.size, 0))
+		if os.Rename(dir, filepath.Join(j.Dir, name)) == nil {
+			l.name = name
+		}
+	}
+	// Then the oldest rounds, said.
+	for len(all) > 1 && total > j.max() {
+		l := all[0]
+		os.RemoveAll(filepath.Join(j.Dir, l.name))
+		total -= l.size
+		all = all[1:]
+		kept := 0
+		for _, e := range l.r.Entries {
+			if e.Blob != "" {
+				kept++
+			}
+		}
+		j.Dropped = append(j.Dropped, fmt.Sprintf("the journal dropped the %s of %s (%s kept) to stay under journal_size (%d bytes): sbx undo can no longer restore them; raise journal_size to keep more",
+			l.r.What, l.r.Time.Local().Format("2006-01-02 15:04:05"), plural(kept, "file"), j.max()))
 	}
 	return nil
+}
+
+// sameVersion: the same file version by type, size, mtime and inode (the
+// change time moves when the journal links the inode).
+func sameVersion(a, b Entry) bool {
+	return a.Mode == b.Mode && a.Size == b.Size && a.MTime == b.MTime && a.Link == b.Link &&
+		(a.Ino == 0 || b.Ino == 0 || a.Ino == b.Ino)
 }
 
 // roundName parses <nanoseconds>-<what>-<bytes>; ok is false for anything

@@ -356,6 +356,9 @@ func reportSync(w io.Writer, rep sbxsync.Report, sess string) {
 	for _, k := range rep.HostKept {
 		fmt.Fprintf(w, "sbx: conflict: %s\n", escape.Line(k))
 	}
+	for _, d := range rep.JournalDropped {
+		fmt.Fprintf(w, "sbx: journal: %s\n", escape.Line(d))
+	}
 	if len(rep.Held) > 0 {
 		fmt.Fprintf(w, "sbx: held: the command's deletions were not applied to the host, because %s:\n", escape.Line(rep.HeldReason))
 		for i, p := range rep.Held {

@@ -272,17 +272,40 @@ func TestJournalAndUndo(t *testing.T) {
 	}
 }
 
-// The journal's cap: a file bigger than journal_size is not kept, and undo
-// says so.
+// The journal's cap: the newest round is kept whole, so a file bigger than
+// journal_size is kept (sbx undo of that command restores it); the next
+// pull-back that keeps something drops that round to stay under the cap,
+// and says so.
 func TestJournalCap(t *testing.T) {
 	w := newWorld(t)
+	env := []string{"SBX_JOURNAL_SIZE=1KiB"}
 	w.put(t, "big", strings.Repeat("x", 4096))
-	r := w.sbxEnv(t, w.code, []string{"SBX_JOURNAL_SIZE=1KiB"}, "exec", "--", "echo small > big")
-	if r.code != 0 {
+	w.put(t, "other", "other\n")
+	r := w.sbxEnv(t, w.code, env, "exec", "--keep", "--session", "k", "--", "echo small > big")
+	if r.code != 0 || strings.Contains(r.stderr, "sbx: journal:") {
 		t.Fatalf("exec: %d %q", r.code, r.stderr)
 	}
-	r = w.sbxEnv(t, w.code, []string{"SBX_JOURNAL_SIZE=1KiB"}, "undo", "big")
-	if r.code != 125 || !strings.Contains(r.stderr, "over the journal's 1024-byte cap") {
+	r = w.sbxEnv(t, w.code, env, "exec", "--keep", "--session", "k", "--", "echo changed > other")
+	if r.code != 0 || !strings.Contains(r.stderr, "sbx: journal: the journal dropped the pull-back of") || !strings.Contains(r.stderr, "(1 file kept)") {
+		t.Fatalf("the dropped round is not said: %d %q", r.code, r.stderr)
+	}
+	if r := w.sbxEnv(t, w.code, env, "undo", "--session", "k"); r.code != 0 || w.get("other") != "other\n" {
+		t.Fatalf("undo of the last command: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r := w.sbxEnv(t, w.code, env, "undo", "--session", "k", filepath.Join(w.code, "big")); r.code != 125 || !strings.Contains(r.stderr, "not in the journal") {
+		t.Fatalf("undo of a dropped file: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestJournalKeepsAFileOverTheCap: the last command's round is whole.
+func TestJournalKeepsAFileOverTheCap(t *testing.T) {
+	w := newWorld(t)
+	env := []string{"SBX_JOURNAL_SIZE=1KiB"}
+	w.put(t, "big", strings.Repeat("x", 4096))
+	if r := w.sbxEnv(t, w.code, env, "exec", "--", "echo small > big"); r.code != 0 {
+		t.Fatalf("exec: %d %q", r.code, r.stderr)
+	}
+	if r := w.sbxEnv(t, w.code, env, "undo"); r.code != 0 || w.get("big") != strings.Repeat("x", 4096) {
 		t.Fatalf("undo of a file over the cap: %d %q %q", r.code, r.stdout, r.stderr)
 	}
 }
