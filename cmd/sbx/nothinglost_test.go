@@ -390,7 +390,7 @@ func TestGitCoreDeletionHeld(t *testing.T) {
 	w.put(t, ".git/refs/heads/main", "0123\n")
 	for _, c := range []struct{ cmd, want string }{
 		{"rm .git/HEAD", "it deletes git's .git/HEAD"},
-		{"rm -rf .git/objects/*", "it deletes all 1 files of git's .git/objects"},
+		{"rm -rf .git/objects/*", "it deletes all 1 of git's objects and packs (.git/objects)"},
 		{"rm -rf .git/refs", "it deletes git's .git/refs"},
 	} {
 		r := w.sbx(t, w.code, "exec", "--", c.cmd)
