@@ -426,7 +426,22 @@ func (p *Sessions) drop(e *entry, why string) {
 	e.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	// A kept session (persistent cluster claims) outlives its client as it
+	// outlives the server: the next server with its name reattaches. The
+	// client's disconnect and the server's shutdown race at the end of
+	// input, and both must keep it.
+	if e.kept() {
+		e.close(ctx)
+		return
+	}
 	e.release(ctx, why)
+}
+
+// kept reports whether the entry's session was opened to outlive its server.
+func (e *entry) kept() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.sess != nil && e.sess.Info().Keep
 }
 
 // Close releases every session (background jobs are stopped first, so what
