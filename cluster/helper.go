@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	gosync "sync"
+	"sync"
 	"time"
 
 	"github.com/sbx-sh/sbx/inpod"
@@ -68,7 +68,7 @@ func helperBinary() (*os.File, error) {
 
 // helperHash is the SHA-256 of the helper binary sbx would upload, "" when
 // there is none (then any helper of this protocol version is used).
-var helperHash = gosync.OnceValue(func() string {
+var helperHash = sync.OnceValue(func() string {
 	f, err := helperBinary()
 	if err != nil {
 		return ""
@@ -226,7 +226,7 @@ func (s *Sandbox) execHelper(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Res
 // boundedBuffer keeps the first 4 KiB written to it (a helper's stderr, for
 // error messages) and drops the rest.
 type boundedBuffer struct {
-	mu  gosync.Mutex
+	mu  sync.Mutex
 	buf bytes.Buffer
 }
 

@@ -11,7 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	gosync "sync"
+	"sync"
 	"syscall"
 	"time"
 
@@ -40,7 +40,7 @@ import (
 // host would upload (a persistent pod outlives sbx upgrades).
 func greeting() string { return Version + " mux " + SelfHash() + "\n" }
 
-var selfHash = gosync.OnceValue(func() string {
+var selfHash = sync.OnceValue(func() string {
 	exe, err := os.Executable()
 	if err != nil {
 		return "unknown"
@@ -144,9 +144,9 @@ func Mux(in io.Reader, out io.Writer) int {
 		return 1
 	}
 	var (
-		mu       gosync.Mutex
+		mu       sync.Mutex
 		children = map[int]bool{}
-		wg       gosync.WaitGroup
+		wg       sync.WaitGroup
 	)
 	for {
 		st, err := sess.AcceptStream()

@@ -11,7 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	gosync "sync"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -107,7 +107,7 @@ func TestMuxStreamsAreIndependent(t *testing.T) {
 		floodDone <- err
 	}()
 	time.Sleep(200 * time.Millisecond)
-	var wg gosync.WaitGroup
+	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	start := time.Now()
 	for i := range 8 {
@@ -250,7 +250,7 @@ func TestMuxStartGivesUpOnASilentExec(t *testing.T) {
 
 // timedWriter records when the first byte arrived.
 type timedWriter struct {
-	mu    gosync.Mutex
+	mu    sync.Mutex
 	first time.Time
 	buf   bytes.Buffer
 }

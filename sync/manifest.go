@@ -1,22 +1,3 @@
-// Package sync moves code between the host working tree and a sandbox's copy
-// of it, incrementally and in one round trip per command.
-//
-// Both sides keep a manifest of the last synced state (path, type, size,
-// mtime, mode, symlink target, and a content hash where size and mtime cannot
-// decide). Before a command the host sends what changed on its side since
-// then (a patch: a tar stream); the in-sandbox helper applies it, runs the
-// command, and answers with what changed on its side. See helper.go for the
-// sandbox side and host.go for the host side.
-//
-// Promises: it never writes outside a code directory (every host write goes
-// through an os.Root opened on the code directory: no "..", no absolute
-// names, no write through a symlink); a patch from the sandbox that breaks a
-// rule is refused as a whole before anything of it is applied; it brings back
-// into .git only what git needs to record work, never what makes the host run
-// something; it never brings back a symlink that points outside the code
-// directory; files host tools trust (agent and editor settings) are kept
-// aside for the user to accept; a path changed on both sides keeps the host's
-// version and the sandbox's is written beside it; host writes are atomic.
 package sync
 
 import (
