@@ -104,7 +104,8 @@ type Session struct {
 	stubs      []sbxsync.HelperFile
 	jobs       map[*Job]context.CancelFunc
 
-	hooks         hooksState // the host's core.hooksPath, for the sync
+	hooks         hooksState      // the host's core.hooksPath, for the sync
+	hinted        map[string]bool // the hints (hints.go) already given
 	warnedRefused bool
 	notices       []string
 	closed        bool
@@ -343,6 +344,17 @@ func (s *Session) Exec(ctx context.Context, r Run) (Outcome, error) {
 		return Outcome{}, ErrClosed
 	}
 	err = s.ensureClaimed(ctx)
+	var watches []*identityWatch
+	if r.TTY == nil {
+		// Output sbx collects (an MCP call's) is watched for what needs a
+		// hint; a file or terminal of the caller's stays as it is, so that
+		// the command writes to it directly.
+		_, fout := r.Stdout.(*os.File)
+		_, ferr := r.Stderr.(*os.File)
+		if !fout && !ferr {
+			r.Stdout, r.Stderr, watches = watchIdentity(r.Stdout, r.Stderr)
+		}
+	}
 	cmd, cwd, dir := s.command(r, true)
 	sb := s.sb
 	s.mu.Unlock()
@@ -392,6 +404,7 @@ func (s *Session) Exec(ctx context.Context, r Run) (Outcome, error) {
 	defer s.mu.Unlock()
 	out, err := s.finish(res, rep, err, cwd)
 	out.Route = decision
+	s.giveHints(watches, rep)
 	return out, err
 }
 

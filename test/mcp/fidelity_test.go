@@ -354,3 +354,24 @@ func TestApplyPatch(t *testing.T) {
 	wantContains(t, c.fails("apply_patch", map[string]any{"input": "*** Update File: x\n"}), "the first line of the patch must be '*** Begin Patch'")
 	wantContains(t, c.fails("apply_patch", map[string]any{"input": "*** Begin Patch\n*** Delete File: nope.txt\n*** End Patch"}), "failed to delete "+e.code+"/nope.txt: the file does not exist")
 }
+
+// TestNewcomerHints: what a newcomer meets in the sandbox that only the host
+// can fix says why and what to do, once per session. git without an
+// identity (the test's HOME has no git config) and a virtualenv's
+// interpreter link, which never comes back.
+func TestNewcomerHints(t *testing.T) {
+	e := newEnv(t)
+	c := e.stdio()
+	const identity = "git has no author identity in the sandbox"
+	commit := "git init -q /tmp/r && cd /tmp/r && git commit --allow-empty -qm x"
+	wantContains(t, c.bash(commit), "Please tell me who you are", identity, "Set them on the host (git config --global user.name")
+	if got := c.bash(commit); strings.Contains(got, identity) {
+		t.Errorf("the identity hint came twice: %s", got)
+	}
+	// The link python3 -m venv makes, without needing the venv module.
+	got := c.bash("cd " + e.code + " && mkdir -p .venv/bin && ln -s /usr/bin/python3 .venv/bin/python")
+	wantContains(t, got, ".venv/bin/python", "a Python virtualenv in a code dir links its interpreter", "python3 -m venv ~/.venvs/NAME", ".sbxignore")
+	if _, err := os.Lstat(filepath.Join(e.code, ".venv", "bin", "python")); err == nil {
+		t.Errorf("the venv's interpreter link came back to the host")
+	}
+}
