@@ -35,7 +35,7 @@ var gitIdentityMarks = [][]byte{[]byte("Please tell me who you are"), []byte("Au
 // so it costs nothing for output of any size.
 type identityWatch struct {
 	w    io.Writer
-	mu   sync.Mutex
+	mu   sync.Mutex // guards tail and seen: the backends may write stdout and stderr from two goroutines
 	tail []byte
 	seen bool
 }

@@ -36,7 +36,8 @@ type hooksState struct {
 // refreshHooks gives the sync the hooks directories of the host's git
 // config, reading them again when a config file changed since the last read.
 // A failure to read them is a notice, not an error: the default protected
-// list still holds .githooks/ and .husky/.
+// list still holds .githooks/ and .husky/. Called with run held (hooks and
+// the sync are run's).
 func (s *Session) refreshHooks(ctx context.Context) {
 	fp := hooksFingerprint(s.params.CodeDirs, s.hooks.gitDirs, s.hooks.files)
 	if fp == s.hooks.fingerprint && s.hooks.hooks != nil {

@@ -60,7 +60,8 @@ func statSig(p string) string {
 // not installed yet by this process): no command of its own. A config that
 // cannot be read gives the sandbox an empty one. What a config renders to
 // is cached in the state dir by the file's stat signature, so a later
-// process of a kept session runs no git to write the same again.
+// process of a kept session runs no git to write the same again. Called
+// with run held, without mu (it runs git): gitcfg is run's.
 func (s *Session) installGitConfig(ctx context.Context) {
 	if s.gitcfg.repo == nil {
 		s.gitcfg.repo = map[string]string{}
@@ -139,7 +140,7 @@ type pendingFile struct {
 
 // gitConfigSent records what a round trip wrote, after the sandbox applied
 // it: the files it could not write (only the global one can fail without
-// failing the round trip) are reported.
+// failing the round trip) are reported. Called with run and mu held.
 func (s *Session) gitConfigSent(files []pendingFile, failed []string) {
 	for _, f := range files {
 		if f.dir == "" {

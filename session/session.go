@@ -41,7 +41,7 @@ type Manager struct {
 	pruneOnce sync.Once
 	// Params are what Release and ReleaseAll use to pull back a session
 	// found by name (excludes, journal size); code dirs come from the
-	// session's own record.
+	// session's own record. Set before the manager is used; no lock.
 	Params Params
 }
 
@@ -84,33 +84,47 @@ var ErrCodeDirs = errors.New("session has other code directories")
 
 // Session is one open session.
 type Session struct {
+	// Set by Open, then only read: no lock.
 	m      *Manager
 	name   string
 	dir    string
 	params Params
 
-	// run serializes commands in this process (the lock file does it across
-	// processes); mu guards the fields below and is held only briefly, so
-	// Release can stop a running command instead of waiting for it.
+	// Three locks, always taken in this order:
+	//   - run serializes this process's commands and the sync's round trips
+	//     (Exec, Spawn's start and its job's end, Release's last pull-back)
+	//     and is held for a whole command;
+	//   - the lock file (lock(dir), state.go) does the same across processes
+	//     (sbx exec and sbx-mcp on one kept session) and guards the state
+	//     directory: info.json, the sync's manifests, the workspaces, the
+	//     audit log; taken after run;
+	//   - mu guards the fields marked "mu" and is held briefly, so that
+	//     Release can stop a running command instead of waiting for it, and
+	//     Info and Notices answer while one runs. One exception: a claim
+	//     (ensureClaimed, the provider's Claim) runs with mu held, so they
+	//     wait for a sandbox being claimed.
+	// A field marked "run" is only touched with run held (some writers hold
+	// mu as well); one marked "mu" only with mu held (all writers of
+	// pendingGit and stubs hold run as well).
 	run    sync.Mutex
 	mu     sync.Mutex
-	info   Info
-	sync   *sbxsync.Host
-	sb     sandbox.Sandbox
-	gitcfg gitConfigState
+	info   Info            // mu; saved to info.json under the lock file
+	sync   *sbxsync.Host   // run: the pointer is set by Open, its methods called with run held
+	sb     sandbox.Sandbox // mu: read under it, then used without it (a job's Exec runs beside commands, Release beside both)
+	gitcfg gitConfigState  // run, not mu: installGitConfig reads and fills it without mu
 	// pendingGit goes into the sandbox with the next round trip, and stubs
 	// with the first one of a new sandbox.
-	pendingGit []pendingFile
-	stubs      []sbxsync.HelperFile
-	jobs       map[*Job]context.CancelFunc
+	pendingGit []pendingFile               // mu
+	stubs      []sbxsync.HelperFile        // mu
+	jobs       map[*Job]context.CancelFunc // mu
 
-	hooks         hooksState      // the host's core.hooksPath, for the sync
-	hinted        map[string]bool // the hints (hints.go) already given
-	warnedRefused bool
-	notices       []string
-	closed        bool
+	hooks         hooksState      // run: the host's core.hooksPath, for the sync (refreshHooks, in roundTrip)
+	hinted        map[string]bool // mu: the hints (hints.go) already given
+	warnedRefused bool            // mu (commandEnv runs under it)
+	notices       []string        // mu (note; noteLocking takes it)
+	closed        bool            // mu
 	// lastRelease is what the pull-back before the release did.
-	lastRelease sbxsync.Report
+	lastRelease sbxsync.Report // run (finalPull)
 }
 
 // Open returns the named session, reattaching to its sandbox when it was kept.
@@ -190,10 +204,20 @@ func (s *Session) newInfo() Info {
 	}
 }
 
+// note records msg for Notices. Called with mu held (or before Open
+// returns the session); noteLocking takes mu itself.
 func (s *Session) note(msg string) {
 	msg = escape.Line(msg) // notes name sandbox-chosen paths; they reach terminals
 	s.m.log.Warn(msg)
 	s.notices = append(s.notices, msg)
+}
+
+// noteLocking is note for a caller that does not hold mu (Release and its
+// last pull-back, which run beside a command's end and a reader of Notices).
+func (s *Session) noteLocking(msg string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.note(msg)
 }
 
 // Notices returns what happened to the session that its user should know
@@ -243,7 +267,7 @@ func (s *Session) wipe() {
 }
 
 // claim starts a sandbox with empty workspaces; the first round trip of
-// the sync fills them.
+// the sync fills them. Called with run, the lock file and mu held.
 func (s *Session) claim(ctx context.Context) error {
 	os.RemoveAll(filepath.Join(s.dir, "work"))
 	for i, d := range s.params.CodeDirs {
@@ -417,7 +441,8 @@ func (s *Session) syncOnly(ctx context.Context, sb sandbox.Sandbox) (sbxsync.Rep
 }
 
 // roundTrip runs cmd as one round trip of the sync: the host's changes go
-// in with it, the sandbox's come back with its end.
+// in with it, the sandbox's come back with its end. Called with run and the
+// lock file held, without mu.
 func (s *Session) roundTrip(ctx context.Context, sb sandbox.Sandbox, cmd *sandbox.Cmd) (sandbox.Result, sbxsync.Report, error) {
 	begun := time.Now()
 	s.refreshHooks(ctx)
@@ -567,7 +592,7 @@ exec "$4" -c "trap 'pwd -P >&3 2>/dev/null' EXIT; $1" "${4##*/}"
 `
 
 // dropSandbox forgets a sandbox that is gone; the next command claims a new
-// one. Called with mu held.
+// one. Called with run and mu held (it resets gitcfg and the sync, run's).
 func (s *Session) dropSandbox(why string) {
 	s.note(fmt.Sprintf("session %s: %s", s.name, why))
 	if s.sb != nil {
@@ -580,7 +605,7 @@ func (s *Session) dropSandbox(why string) {
 	s.sync.Reset()
 }
 
-// finish records how a command ended.
+// finish records how a command ended. Called with run and mu held.
 func (s *Session) finish(res sandbox.Result, rep sbxsync.Report, err error, cwd *cwdReport) (Outcome, error) {
 	if errors.Is(err, sandbox.ErrLost) && !s.closed {
 		s.dropSandbox(fmt.Sprintf("the sandbox was lost while the command ran (%v): what the command changed in the sandbox is lost; the host tree is intact and the next command gets a new sandbox", err))
@@ -602,7 +627,8 @@ func (s *Session) finish(res sandbox.Result, rep sbxsync.Report, err error, cwd 
 // cwdReport collects what the shell writes to fd 3 when it ends: its
 // working directory. The sandbox chooses every byte, so it keeps at most
 // sandbox.MaxFd3 bytes (the backends pass on one byte more at most) and
-// only notes that there was more.
+// only notes that there was more. No lock: the backend writes it during
+// Exec, the session reads it after Exec returns.
 type cwdReport struct {
 	buf  []byte
 	over bool
@@ -786,7 +812,7 @@ func (s *Session) Release(ctx context.Context) error {
 			s.finalPull(ctx, sb)
 			s.run.Unlock()
 		} else {
-			s.note(fmt.Sprintf("session %s: released while a command ran: it was killed, and what it changed in the sandbox since it started is lost with the sandbox", s.name))
+			s.noteLocking(fmt.Sprintf("session %s: released while a command ran: it was killed, and what it changed in the sandbox since it started is lost with the sandbox", s.name))
 		}
 	}
 	if held, err := s.m.HeldDeletions(s.name); err == nil && len(held) > 0 {
@@ -794,7 +820,7 @@ func (s *Session) Release(ctx context.Context) error {
 		for _, h := range held {
 			files = append(files, h.HeldFiles()...)
 		}
-		s.note(fmt.Sprintf("session %s: the deletions of %s the sandbox made still wait, after the release too: sbx accept --deletions --session %s applies them (--reject-deletions drops them)", s.name, listCut(files, 10), s.name))
+		s.noteLocking(fmt.Sprintf("session %s: the deletions of %s the sandbox made still wait, after the release too: sbx accept --deletions --session %s applies them (--reject-deletions drops them)", s.name, listCut(files, 10), s.name))
 	}
 	s.mu.Lock()
 	s.sb = nil
@@ -819,7 +845,7 @@ func (s *Session) Release(ctx context.Context) error {
 func (s *Session) finalPull(ctx context.Context, sb sandbox.Sandbox) {
 	l, err := lock(s.dir)
 	if err != nil {
-		s.note(fmt.Sprintf("session %s: lock it for the last pull-back: %v; released without it", s.name, err))
+		s.noteLocking(fmt.Sprintf("session %s: lock it for the last pull-back: %v; released without it", s.name, err))
 		return
 	}
 	defer l.unlock()
@@ -833,14 +859,14 @@ func (s *Session) finalPull(ctx context.Context, sb sandbox.Sandbox) {
 				what = fmt.Sprintf("%s, among them %s", plural(rep.LostCount, "change"), listCut(rep.Lost, 20))
 			}
 		}
-		s.note(fmt.Sprintf("session %s: the last pull-back before the release failed (%v): lost with the sandbox: %s", s.name, err, what))
+		s.noteLocking(fmt.Sprintf("session %s: the last pull-back before the release failed (%v): lost with the sandbox: %s", s.name, err, what))
 	}
 	var kept []string
 	for _, r := range rep.Refused {
 		kept = append(kept, r.Path)
 	}
 	if len(kept) > 0 {
-		s.note(fmt.Sprintf("session %s: changes the rules keep in the sandbox are lost with it: %s", s.name, listCut(kept, 20)))
+		s.noteLocking(fmt.Sprintf("session %s: changes the rules keep in the sandbox are lost with it: %s", s.name, listCut(kept, 20)))
 	}
 }
 

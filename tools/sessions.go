@@ -98,20 +98,24 @@ func TokenScope(token string) string {
 // call, released when the client goes away, on the release tool, when idle
 // for IdleTTL, and on Close.
 type Sessions struct {
+	// Set by NewSessions, then only read (stop is closed by Close, under mu).
 	cfg  Config
 	log  *slog.Logger
 	stop chan struct{}
 
+	// mu guards entries and closed. It is taken before an entry's mu, never
+	// after it.
 	mu      sync.Mutex
-	entries map[string]*entry
-	closed  bool
+	entries map[string]*entry // mu
+	closed  bool              // mu
 	// dropping counts releases of entries already taken out of entries,
-	// for Close to wait on.
+	// for Close to wait on. Its own synchronization; Add is called with mu
+	// held, so that Close, which set closed, waits for every drop.
 	dropping sync.WaitGroup
 
 	// Test hooks: reapPicked runs after the reaper detached an idle entry's
 	// session and before it releases it; holdWaits runs when a call starts
-	// waiting for such a release.
+	// waiting for such a release. Set before the first call; no lock.
 	reapPicked func(*entry)
 	holdWaits  func(*entry)
 }
@@ -130,27 +134,35 @@ func NewSessions(cfg Config) *Sessions {
 
 // entry is one client's session and its background jobs.
 type entry struct {
-	p    *Sessions
-	name string
+	p    *Sessions // set at creation; no lock
+	name string    // set at creation; no lock
 
 	// progress is where the sandbox's own progress lines go: the call that
-	// is claiming it, if that call asked for progress.
+	// is claiming it, if that call asked for progress. Atomic: the session
+	// calls it from the claim, without e.mu.
 	progress atomic.Pointer[progress]
 
+	// mu guards every field below but files. It is held briefly, never
+	// across a command or a release (hold's Manager.Open is the exception:
+	// calls for the entry wait while its session opens). It is taken after
+	// Sessions.mu and before the session's own mu (sess.Info() under it), so
+	// it waits while that session claims a sandbox (session.Session's mu).
 	mu       sync.Mutex
-	sess     *session.Session // nil until first use, and after a release
-	jobs     map[string]*job
-	nextJob  int
-	active   int // calls in flight
-	lastUsed time.Time
-	notes    []string  // for the next result
-	files    fileState // what the file tools know of the session (files.go)
-	watching bool      // a goroutine waits for the client to go away
-	gone     bool      // dropped from the pool: a call must not reopen it
+	sess     *session.Session // mu; nil until first use, and after a release
+	jobs     map[string]*job  // mu
+	nextJob  int              // mu
+	active   int              // mu: calls in flight
+	lastUsed time.Time        // mu
+	notes    []string         // mu: for the next result
+	// files is what the file tools know of the session (files.go); guarded
+	// by its own lock, files.mu, not by e.mu.
+	files    fileState
+	watching bool // mu: a goroutine waits for the client to go away
+	gone     bool // mu: dropped from the pool: a call must not reopen it
 	// releasing is closed when the session detached from the entry has
 	// been released: a call that arrives meanwhile waits for it (the new
 	// session has the same name, so it must not open while the old one's
-	// state is being removed).
+	// state is being removed). mu.
 	releasing chan struct{}
 }
 
@@ -565,7 +577,7 @@ type progress struct {
 	ctx   context.Context
 	ss    *mcp.ServerSession
 	token any
-	mu    sync.Mutex
+	mu    sync.Mutex // guards n: the claim's progress and a call's ticker send at once
 	n     float64
 }
 
