@@ -7,6 +7,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -107,6 +109,39 @@ func (e *env) checkReleased() {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// waitFor polls cond until it holds or d passes, and says whether it held:
+// the way a test waits, never a bare sleep.
+func waitFor(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
+}
+
+// hostProcs lists the host's processes whose command line contains m (the
+// host sees every process of the sandboxes' pid namespaces).
+func hostProcs(m string) []string {
+	var found []string
+	dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, d := range dirs {
+		if b, _ := os.ReadFile(d); strings.Contains(string(b), m) {
+			found = append(found, d+": "+strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	return found
+}
+
+// marker is a name no other process on the machine has.
+func marker(t *testing.T) string {
+	var b [6]byte
+	rand.Read(b[:])
+	return "sbx-mcp-test-" + hex.EncodeToString(b[:])
 }
 
 func (e *env) sessions() []string {

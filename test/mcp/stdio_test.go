@@ -106,18 +106,24 @@ func TestBash(t *testing.T) {
 	})
 	t.Run("timeout kills the tree", func(t *testing.T) {
 		c := c.with(t)
+		// A child in the background and the command itself, both running
+		// (the command says so once ps shows the child) when the timeout
+		// strikes; after it, neither is left on the host.
+		m := marker(t)
 		start := time.Now()
-		res := c.call("bash", map[string]any{"command": "(sleep 30; touch late) & sleep 30", "timeout": 1000})
-		if d := time.Since(start); d > 10*time.Second {
+		res := c.call("bash", map[string]any{"command": "(exec -a " + m + "-bg sleep 300 >/dev/null 2>&1 3>&-) & " +
+			"until ps -eo args | grep -q '^" + m + "-bg'; do sleep 0.01; done; echo started; exec -a " + m + "-fg sleep 300", "timeout": 3000})
+		if d := time.Since(start); d > 15*time.Second {
 			t.Fatalf("took %s", d)
 		}
 		got := text(res)
-		wantContains(t, got, "Command timed out after 1s and was killed with everything it started.", "Exit code: 124")
+		wantContains(t, got, "started\n", "Command timed out after 3s and was killed with everything it started.", "Exit code: 124")
 		if s := structured(t, res); s["timed_out"] != true || s["exit_code"] != 124.0 {
 			t.Fatalf("structured %v", s)
 		}
-		time.Sleep(100 * time.Millisecond)
-		wantContains(t, c.bash("ls late 2>&1 || echo gone"), "gone")
+		if !waitFor(10*time.Second, func() bool { return len(hostProcs(m)) == 0 }) {
+			t.Fatalf("processes survived the timeout: %v", hostProcs(m))
+		}
 	})
 	t.Run("cwd removed", func(t *testing.T) {
 		c := c.with(t)
@@ -176,8 +182,7 @@ func TestBackgroundJobs(t *testing.T) {
 	res = c.call("bash", map[string]any{"command": "echo started; sleep 60", "run_in_background": true})
 	id2 := structured(t, res)["id"].(string)
 	c.bash("true")
-	time.Sleep(300 * time.Millisecond)
-	wantContains(t, c.ok("bash_output", map[string]any{"id": id2}), "started", "Status: running")
+	wantContains(t, c.ok("bash_output", map[string]any{"id": id2, "block": true, "timeout": 20000}), "started", "Status: running")
 	wantContains(t, c.ok("bash_kill", map[string]any{"id": id2}), "was killed")
 	r := c.call("bash_output", map[string]any{"id": id2})
 	if s := structured(t, r); s["status"] != "killed" {
@@ -187,9 +192,12 @@ func TestBackgroundJobs(t *testing.T) {
 	wantContains(t, c.fails("bash_kill", map[string]any{"id": "nope"}), `no background job with id "nope"`)
 
 	// Jobs end with the session, and what they did comes back first.
-	res = c.call("bash", map[string]any{"command": "echo partial > partial.txt; sleep 60", "run_in_background": true})
+	res = c.call("bash", map[string]any{"command": "echo partial > partial.txt; echo wrote; sleep 60", "run_in_background": true})
 	id3 := structured(t, res)["id"].(string)
-	time.Sleep(500 * time.Millisecond)
+	wantContains(t, c.ok("bash_output", map[string]any{"id": id3, "block": true, "timeout": 20000}), "wrote", "Status: running")
+	if _, err := os.Stat(filepath.Join(e.code, "partial.txt")); err == nil {
+		t.Fatal("partial.txt is on the host before the release: the release is not what brings it back")
+	}
 	c.ok("release", nil)
 	wantContains(t, c.fails("bash_output", map[string]any{"id": id3}), "no background job")
 	if got := e.read("partial.txt"); got != "partial\n" {
