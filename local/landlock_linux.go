@@ -71,6 +71,7 @@ func landlockABI() (int, error) {
 	case unix.ENOSYS:
 		return 0, errors.New("the kernel has no Landlock (before 5.13, or built without CONFIG_SECURITY_LANDLOCK)")
 	case unix.EOPNOTSUPP:
+		//lint:ignore ST1005 Landlock is a proper noun
 		return 0, errors.New("Landlock is built in but not enabled (add landlock to the kernel's lsm= boot parameter)")
 	default:
 		return 0, fmt.Errorf("landlock_create_ruleset: %w", errno)

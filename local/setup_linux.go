@@ -34,6 +34,7 @@ const (
 	// fdIDLock, when sbx runs as root, holds the flock on the host id slot
 	// the sandbox uses (see hostids_linux.go). The init never closes it,
 	// so the slot is free exactly when the sandbox is gone.
+	//lint:ignore U1000 names the descriptor the init inherits the id lock on; the init only keeps it open, never uses it by number
 	fdIDLock = 6
 )
 

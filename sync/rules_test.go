@@ -301,6 +301,7 @@ func oracleGitName(el string) bool {
 // casefold compare), or equal once upper-cased rune by rune
 // (strings.ToUpper, as NTFS's upcase table compares: a dotless ı is an I).
 func oracleSameName(a, b string) bool {
+	//lint:ignore SA6005 deliberate: NTFS compares names upper-cased rune by rune, which EqualFold (simple folding) does not match (a dotless ı)
 	return strings.EqualFold(a, b) || strings.ToUpper(a) == strings.ToUpper(b)
 }
 

@@ -134,6 +134,7 @@ func (p *Sessions) applyPatch(ctx context.Context, req *mcp.CallToolRequest, in 
 			}
 			updated, err := ApplyChunks(path, f.content, op.Chunks)
 			if err != nil {
+				//lint:ignore ST1005 the agent reads this as the tool's result: the chunk's own error, then a sentence of its own
 				return nil, nil, fmt.Errorf("%w\nNothing was changed.", err)
 			}
 			if op.MoveTo == "" {

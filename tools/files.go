@@ -87,6 +87,7 @@ func fileError(path string, code int, stderr string) error {
 	case exitIsDir:
 		return fmt.Errorf("%s is a directory, not a file: use bash (ls) to list it", path)
 	case exitMissing:
+		//lint:ignore ST1005 the exact text of Claude Code's own file tools, which agents already know and act on
 		return fmt.Errorf("File does not exist: %s", path)
 	case exitNotRegular:
 		return fmt.Errorf("%s is not a regular file (a device, socket or pipe)", path)
@@ -99,8 +100,10 @@ func fileError(path string, code int, stderr string) error {
 	case exitWrite:
 		return fmt.Errorf("cannot write %s: %s", path, shellReason(stderr))
 	case exitNotRead:
+		//lint:ignore ST1005 the exact text of Claude Code's own file tools, which agents already know and act on
 		return errors.New(ErrTextNotRead)
 	case exitChanged:
+		//lint:ignore ST1005 the exact text of Claude Code's own file tools, which agents already know and act on
 		return errors.New(ErrTextChanged)
 	}
 	msg := strings.TrimSpace(stderr)
@@ -299,7 +302,6 @@ type lines struct {
 
 	n     int // lines completed
 	cur   []byte
-	cut   bool // the current line was longer than kept
 	kept  []string
 	longs int // kept lines that were cut
 	total int64
@@ -501,6 +503,7 @@ func ErrTextMultiple(n int) string {
 // offset of the first one.
 func Replace(content, old, new string, all bool) (string, int, int, error) {
 	if old == new {
+		//lint:ignore ST1005 the exact text of Claude Code's own file tools, which agents already know and act on
 		return "", 0, 0, errors.New(ErrTextSame)
 	}
 	if old == "" {
@@ -517,6 +520,7 @@ func Replace(content, old, new string, all bool) (string, int, int, error) {
 	n := strings.Count(content, old)
 	switch {
 	case n == 0:
+		//lint:ignore ST1005 the exact text of Claude Code's own file tools, which agents already know and act on
 		return "", 0, 0, errors.New(ErrTextNotFound)
 	case n > 1 && !all:
 		return "", 0, 0, errors.New(ErrTextMultiple(n))
@@ -537,6 +541,7 @@ func (p *Sessions) edit(ctx context.Context, req *mcp.CallToolRequest, in EditIn
 		return nil, nil, fmt.Errorf("old_string or new_string is over the limit of %d bytes", MaxContentBytes)
 	}
 	if in.OldString == in.NewString {
+		//lint:ignore ST1005 the exact text of Claude Code's own file tools, which agents already know and act on
 		return nil, nil, errors.New(ErrTextSame)
 	}
 	c, err := p.acquire(ctx, req)
@@ -556,8 +561,10 @@ func (p *Sessions) edit(ctx context.Context, req *mcp.CallToolRequest, in EditIn
 	exists := res.ExitCode == 0
 	switch {
 	case exists && guard == "-":
+		//lint:ignore ST1005 the exact text of Claude Code's own file tools, which agents already know and act on
 		return nil, nil, errors.New(ErrTextNotRead)
 	case exists && !lim.over && guard != hex.EncodeToString(sha(stdout.String())):
+		//lint:ignore ST1005 the exact text of Claude Code's own file tools, which agents already know and act on
 		return nil, nil, errors.New(ErrTextChanged)
 	case res.ExitCode == exitMissing && in.OldString == "":
 		updated, count = in.NewString, 1
