@@ -35,7 +35,7 @@ import (
 const EnvHelper = "SBX_INPOD_HELPER"
 
 // helperPath is where the helper lives in the pod.
-const helperPath = "/tmp/.sbx/sbx"
+const helperPath = sandbox.HelperPath
 
 // errNoHelperBinary says that sbx has no helper binary to upload.
 var errNoHelperBinary = errors.New("the cluster backend's helper")
@@ -166,7 +166,7 @@ func (s *Sandbox) upload(ctx context.Context) error {
 	// uploads at once (a relay starting beside its first process) each
 	// write a file of their own and rename it into place.
 	script := `set -e; [ "$(` + helperPath + ` __inpod version 2>/dev/null)" != "$1" ] || exit 0
-mkdir -p /tmp/.sbx; chmod 700 /tmp/.sbx; t=/tmp/.sbx/sbx.new.$$; cat > "$t"; chmod 755 "$t"; mv "$t" ` + helperPath
+mkdir -p ` + sandbox.RunDir + `; chmod 700 ` + sandbox.RunDir + `; t=` + helperPath + `.new.$$; cat > "$t"; chmod 755 "$t"; mv "$t" ` + helperPath
 	var errb bytes.Buffer
 	if err := s.stream(ctx, []string{"/bin/sh", "-c", script, "sbx", inpod.Version + " " + helperHash()}, bin, io.Discard, &errb, nil); err != nil {
 		if lost := s.lost(ctx, err, false); lost != nil {

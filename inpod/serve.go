@@ -18,9 +18,6 @@ import (
 	sbxsync "github.com/sbx-sh/sbx/sync"
 )
 
-// RunDir holds the helper's pid files inside the sandbox.
-const RunDir = "/tmp/.sbx"
-
 // Main runs the helper when this binary was started as one ("__inpod"
 // sub-command), and never returns in that case.
 func Main() {
@@ -71,7 +68,7 @@ func Serve(in io.Reader, out io.Writer) int {
 			return fail(126, false, err)
 		}
 		if req.StateDir == "" {
-			req.StateDir = filepath.Join(RunDir, "sync")
+			req.StateDir = filepath.Join(sandbox.RunDir, "sync")
 		}
 		if helper, err = sbxsync.NewHelper(req); err == nil {
 			err = helper.Apply(exactReader{br})
@@ -84,10 +81,10 @@ func Serve(in io.Reader, out io.Writer) int {
 	if err := setSubreaper(); err != nil {
 		return fail(126, false, err)
 	}
-	os.MkdirAll(RunDir, 0o700)
+	os.MkdirAll(sandbox.RunDir, 0o700)
 	pidFile := ""
 	if h.ID != "" && !strings.ContainsAny(h.ID, "/.") {
-		pidFile = filepath.Join(RunDir, "cmd-"+h.ID+".pid")
+		pidFile = filepath.Join(sandbox.RunDir, "cmd-"+h.ID+".pid")
 		os.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())), 0o600)
 		defer os.Remove(pidFile)
 	}
@@ -196,7 +193,7 @@ func kill(id string) int {
 	if strings.ContainsAny(id, "/.") {
 		return 2
 	}
-	raw, err := os.ReadFile(filepath.Join(RunDir, "cmd-"+id+".pid"))
+	raw, err := os.ReadFile(filepath.Join(sandbox.RunDir, "cmd-"+id+".pid"))
 	if err != nil {
 		return 0 // already gone
 	}

@@ -41,7 +41,7 @@ const (
 const (
 	sandboxUID  = 1000
 	sandboxGID  = 1000
-	sandboxHome = "/home/sbx"
+	sandboxHome = sandbox.Home
 	envStage    = "SBX_LOCAL_INIT"
 	envConfig   = "SBX_LOCAL_INIT_CONFIG"
 )

@@ -16,11 +16,6 @@ import (
 	sbxsync "github.com/sbx-sh/sbx/sync"
 )
 
-// StubDir is where the host-command stubs live inside the sandbox, first on
-// PATH: `git push` there says how to run it instead of failing for want of
-// credentials.
-const StubDir = "/tmp/.sbx-bin"
-
 // auditEntry is one line of the session's audit log (audit.jsonl in its state
 // directory): every routing decision made while serving.
 type auditEntry struct {
@@ -110,7 +105,7 @@ func (s *Session) stubFiles() []sbxsync.HelperFile {
 	sort.Strings(names)
 	var files []sbxsync.HelperFile
 	for _, name := range names {
-		files = append(files, sbxsync.HelperFile{Path: StubDir + "/" + name, Content: []byte(stubs[name]), Exec: true, Required: true})
+		files = append(files, sbxsync.HelperFile{Path: sandbox.StubDir + "/" + name, Content: []byte(stubs[name]), Exec: true, Required: true})
 	}
 	return files
 }

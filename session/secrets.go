@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/sbx-sh/sbx/hostenv"
+	"github.com/sbx-sh/sbx/sandbox"
 	sbxsync "github.com/sbx-sh/sbx/sync"
 )
 
@@ -106,7 +107,7 @@ func (s *Session) installGitConfig(ctx context.Context) {
 			sig.WriteString(p + "=" + statSig(p) + ";")
 		}
 		text := render("global", sig.String(), func() ([]hostenv.KV, error) { return hostenv.ReadGlobalConfig(ctx) }, hostenv.FilterGlobal)
-		files = append(files, pendingFile{HelperFile: sbxsync.HelperFile{Path: sandboxHome + "/.gitconfig", Content: []byte(text)}})
+		files = append(files, pendingFile{HelperFile: sbxsync.HelperFile{Path: sandbox.Home + "/.gitconfig", Content: []byte(text)}})
 	}
 	for _, d := range s.params.CodeDirs {
 		gitDir := filepath.Join(d, ".git")
@@ -165,8 +166,6 @@ func (s *Session) loadRenderCache() map[string]string {
 	}
 	return m
 }
-
-const sandboxHome = "/home/sbx"
 
 // neverPushed are code-dir paths the sync never sends into the sandbox (nor
 // brings back): the sandbox's copies are written from allowlists instead.

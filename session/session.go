@@ -344,8 +344,8 @@ func BaseEnv(tty bool) []string {
 		term = "xterm-256color"
 	}
 	return []string{
-		"PATH=" + StubDir + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/go/bin",
-		"HOME=/home/sbx", "LANG=C.UTF-8", "TERM=" + term, "CI=1", "GIT_TERMINAL_PROMPT=0",
+		"PATH=" + sandbox.StubDir + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/go/bin",
+		"HOME=" + sandbox.Home, "LANG=C.UTF-8", "TERM=" + term, "CI=1", "GIT_TERMINAL_PROMPT=0",
 	}
 }
 
