@@ -201,22 +201,15 @@ func TestReleaseRemovesEverything(t *testing.T) {
 	f := newFixture(t)
 	s := f.open(t, "rel", true)
 	sh(t, s, "true")
-	var st struct{ Pid int }
-	raw, err := os.ReadFile(filepath.Join(f.root, "rel", "local.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	json.Unmarshal(raw, &st)
+	pid := initPid(t, f, "rel")
 	if err := f.manager().Release(context.Background(), "rel"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(f.root, "rel")); !os.IsNotExist(err) {
 		t.Fatalf("state dir left after release: %v", err)
 	}
-	if err := syscall.Kill(st.Pid, 0); err == nil {
-		if b, _ := os.ReadFile("/proc/" + strconv.Itoa(st.Pid) + "/cmdline"); strings.Contains(string(b), "sbx-init") {
-			t.Fatalf("init %d still running after release", st.Pid)
-		}
+	if !waitFor(10*time.Second, func() bool { return gone(pid) }) {
+		t.Fatalf("init %d still running 10s after release", pid)
 	}
 	if err := f.manager().Release(context.Background(), "rel"); err == nil {
 		t.Fatal("releasing a released session gave no error")
@@ -234,8 +227,12 @@ func TestIdleExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	sh(t, s, "echo x > /tmp/mark")
+	pid := initPid(t, f, "idle")
 	s.Close(context.Background())
-	time.Sleep(1500 * time.Millisecond)
+	// The sandbox releases itself once idle past its idle_ttl: its init ends.
+	if !waitFor(20*time.Second, func() bool { return gone(pid) }) {
+		t.Fatalf("init %d still running 20s into an idle_ttl of 300ms", pid)
+	}
 	s2, err := f.manager().Open(context.Background(), "idle", Params{CodeDirs: []string{f.code}, IdleTTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -254,14 +251,13 @@ func TestStaleSessionCleanedUp(t *testing.T) {
 	f := newFixture(t)
 	s := f.open(t, "stale", true)
 	sh(t, s, "echo x > /tmp/mark")
-	var st struct{ Pid int }
-	raw, _ := os.ReadFile(filepath.Join(f.root, "stale", "local.json"))
-	json.Unmarshal(raw, &st)
-	if st.Pid == 0 {
-		t.Fatal("no init pid recorded")
+	pid := initPid(t, f, "stale")
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill init %d: %v", pid, err)
 	}
-	syscall.Kill(st.Pid, syscall.SIGKILL)
-	time.Sleep(100 * time.Millisecond)
+	if !waitFor(10*time.Second, func() bool { return gone(pid) }) {
+		t.Fatalf("init %d still there 10s after SIGKILL", pid)
+	}
 	s2 := f.open(t, "stale", false)
 	notes := strings.Join(s2.Notices(), "\n")
 	if !strings.Contains(notes, "is gone") || !strings.Contains(notes, "cleaned up") {
@@ -277,15 +273,23 @@ func TestSessionsIsolatedFromEachOther(t *testing.T) {
 	a := f.open(t, "a", false)
 	b := f.open(t, "b", false)
 	sh(t, a, "echo secret-a > /tmp/a")
+	m := "sbx-session-a-" + strconv.Itoa(os.Getpid())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		a.Exec(context.Background(), Run{Command: "exec -a sbx-session-a-marker sleep 3", Shell: "/bin/bash", Timeout: 10 * time.Second})
+		a.Exec(context.Background(), Run{Command: "exec -a " + m + " sleep 300", Shell: "/bin/bash", Timeout: 60 * time.Second})
 	}()
-	time.Sleep(300 * time.Millisecond)
-	out, _ := sh(t, b, "cat /tmp/a 2>&1; ps -eo args; ls /proc | grep -E '^[0-9]+$' | wc -l")
-	if strings.Contains(out, "secret-a") || strings.Contains(out, "sbx-session-a-marker") {
+	// a's command runs (the host sees it) while b looks.
+	if !waitFor(20*time.Second, func() bool { return len(hostProcs(m)) > 0 }) {
+		t.Fatalf("session a's command %s did not start", m)
+	}
+	out, _ := sh(t, b, "cat /tmp/a 2>&1; ps -eo args")
+	if strings.Contains(out, "secret-a") || strings.Contains(out, m) {
 		t.Fatalf("session b sees session a:\n%s", out)
+	}
+	// b did look: it read its own /tmp and listed its own processes.
+	if !strings.Contains(out, "/tmp/a: No such file") || !strings.Contains(out, "ps -eo args") {
+		t.Fatalf("session b's look at /tmp and its processes failed:\n%s", out)
 	}
 	a.Release(context.Background())
 	<-done
@@ -354,6 +358,57 @@ func TestListShowsKeptSessions(t *testing.T) {
 	}
 }
 
+// initPid is the pid of the session's sandbox init, as the local backend
+// records it, checked against the process itself: a test that kills it
+// kills that init, never pid 0 (the test's own process group) or a stranger.
+func initPid(t *testing.T, f *fixture, name string) int {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(f.root, name, "local.json"))
+	if err != nil {
+		t.Fatalf("the local backend's state of session %s: %v", name, err)
+	}
+	var st struct{ Pid int }
+	if err := json.Unmarshal(raw, &st); err != nil || st.Pid <= 0 {
+		t.Fatalf("no init pid in local.json %s: %v", raw, err)
+	}
+	if b, err := os.ReadFile("/proc/" + strconv.Itoa(st.Pid) + "/cmdline"); err != nil || !strings.HasPrefix(string(b), "sbx-init\x00") {
+		t.Fatalf("pid %d of local.json is not a sandbox init: %q %v", st.Pid, b, err)
+	}
+	return st.Pid
+}
+
+// gone reports whether a process has ended and been reaped (this process
+// reaps the inits it started).
+func gone(pid int) bool {
+	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
+	return os.IsNotExist(err)
+}
+
+// waitFor polls cond until it holds or d passes, and says whether it held:
+// the way a test waits, never a bare sleep.
+func waitFor(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
+}
+
+// hostProcs lists the host's processes whose command line contains m.
+func hostProcs(m string) []string {
+	var found []string
+	dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, d := range dirs {
+		if b, _ := os.ReadFile(d); strings.Contains(string(b), m) {
+			found = append(found, d+": "+strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	return found
+}
+
 type syncBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
@@ -418,11 +473,13 @@ func TestLostSandboxIsReplaced(t *testing.T) {
 	f := newFixture(t)
 	s := f.open(t, "lost", true)
 	sh(t, s, "echo x > /tmp/mark")
-	var st struct{ Pid int }
-	raw, _ := os.ReadFile(filepath.Join(f.root, "lost", "local.json"))
-	json.Unmarshal(raw, &st)
-	syscall.Kill(st.Pid, syscall.SIGKILL)
-	time.Sleep(100 * time.Millisecond)
+	pid := initPid(t, f, "lost")
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill init %d: %v", pid, err)
+	}
+	if !waitFor(10*time.Second, func() bool { return gone(pid) }) {
+		t.Fatalf("init %d still there 10s after SIGKILL", pid)
+	}
 	write(t, filepath.Join(f.code, "host-edit.txt"), "made while the sandbox was dead\n", 0o644)
 	out, o := sh(t, s, "cat /tmp/mark 2>/dev/null || echo new-sandbox; cat host-edit.txt")
 	if o.ExitCode != 0 || !strings.Contains(out, "new-sandbox") || !strings.Contains(out, "made while the sandbox was dead") {
@@ -439,11 +496,14 @@ func TestReleaseBringsBackRunningJobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	job, err := s.Spawn(context.Background(), Run{Command: "echo from-job > job.txt; sleep 60"})
+	var out syncBuffer
+	job, err := s.Spawn(context.Background(), Run{Command: "echo from-job > job.txt; echo wrote; sleep 60", Stdout: &out})
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond)
+	if !waitFor(20*time.Second, func() bool { return strings.Contains(out.String(), "wrote") }) {
+		t.Fatalf("the job did not write its file: output %q", out.String())
+	}
 	if err := s.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
