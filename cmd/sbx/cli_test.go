@@ -416,26 +416,6 @@ func TestShellHasTerminalWithWindowSize(t *testing.T) {
 	}
 }
 
-func openTestPTY(t *testing.T) (*os.File, *os.File) {
-	t.Helper()
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m, s
-}
-
 func TestShellNeedsTerminal(t *testing.T) {
 	w := newWorld(t)
 	if r := w.sbx(t, w.code, "shell"); r.code != 2 || !strings.Contains(r.stderr, "needs a terminal") {
