@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -37,23 +38,30 @@ func TestRunsAsNonRootWithoutCapabilities(t *testing.T) {
 }
 
 func TestInitHasEmptyBoundingSet(t *testing.T) {
-	sb, _ := claim(t, nil)
-	pids := hostProcs("sbx-init")
-	if len(pids) == 0 {
-		t.Fatal("no sandbox init found on the host")
+	_, work := claim(t, nil)
+	// This sandbox's init, by the pid its state records (others' inits may
+	// come and go on the machine meanwhile).
+	raw, err := os.ReadFile(filepath.Join(filepath.Dir(work), stateFile))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, p := range pids {
-		status, err := os.ReadFile(filepath.Join(filepath.Dir(strings.SplitN(p, ":", 2)[0]), "status"))
-		if err != nil {
-			continue // a sandbox that ended meanwhile
-		}
-		for _, want := range []string{"CapBnd:\t0000000000000000", "CapEff:\t0000000000000000", "CapPrm:\t0000000000000000", "NoNewPrivs:\t1"} {
-			if !strings.Contains(string(status), want) {
-				t.Errorf("init %s: missing %q", p, want)
-			}
+	var st state
+	if err := json.Unmarshal(raw, &st); err != nil || st.Pid <= 0 {
+		t.Fatalf("no init pid in %s: %v", raw, err)
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", st.Pid))
+	if err != nil || !strings.HasPrefix(string(cmdline), "sbx-init\x00") {
+		t.Fatalf("pid %d is not the sandbox init: %q %v", st.Pid, cmdline, err)
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", st.Pid))
+	if err != nil {
+		t.Fatalf("the running sandbox's init: %v", err)
+	}
+	for _, want := range []string{"CapBnd:\t0000000000000000", "CapEff:\t0000000000000000", "CapPrm:\t0000000000000000", "NoNewPrivs:\t1"} {
+		if !strings.Contains(string(status), want) {
+			t.Errorf("init %d: missing %q in:\n%s", st.Pid, want, status)
 		}
 	}
-	_ = sb
 }
 
 func TestCommandSeesOnlyItsOwnProcessesAndDescriptors(t *testing.T) {
@@ -210,8 +218,9 @@ func TestTimeoutKillsWholeTree(t *testing.T) {
 	var out bytes.Buffer
 	start := time.Now()
 	res, err := sb.Exec(context.Background(), &sandbox.Cmd{
-		Argv: []string{"/bin/sh", "-c", "setsid bash -c 'exec -a " + m + "-a sleep 300' & bash -c 'exec -a " + m + "-b sleep 300' & sleep 0.2; ps -eo pid,args >&2; wait"},
-		Env:  []string{"PATH=/usr/bin:/bin"}, Stdout: &out, Stderr: &out, Timeout: 500 * time.Millisecond,
+		Argv: []string{"/bin/sh", "-c", "setsid bash -c 'exec -a " + m + "-a sleep 300' >/dev/null 2>&1 & bash -c 'exec -a " + m + "-b sleep 300' >/dev/null 2>&1 & " +
+			"until ps -eo args | grep -q '^" + m + "-a' && ps -eo args | grep -q '^" + m + "-b'; do sleep 0.01; done; ps -eo pid,args >&2; wait"},
+		Env: []string{"PATH=/usr/bin:/bin"}, Stdout: &out, Stderr: &out, Timeout: 2 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
