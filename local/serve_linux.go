@@ -356,14 +356,15 @@ func (s *server) putWorker(w *worker) {
 	s.idle = append(s.idle, w)
 }
 
-// lookPath finds a program on the command's own PATH, not the init's.
+// lookPath finds a program on the command's own PATH, not the init's, or
+// on sandbox.DefaultPath when it has none, as execvp does.
 func lookPath(name string, env []string) (string, error) {
 	for i := len(name) - 1; i >= 0; i-- {
 		if name[i] == '/' {
 			return name, nil
 		}
 	}
-	path := ""
+	path := sandbox.DefaultPath
 	for _, kv := range env {
 		if len(kv) > 5 && kv[:5] == "PATH=" {
 			path = kv[5:]

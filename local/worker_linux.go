@@ -182,7 +182,13 @@ func runOne(c *conn, req *workerExec, files []*os.File) reply {
 			return reply{Done: true, ExitCode: 126, Error: "sync into the sandbox: " + err.Error()}
 		}
 	}
-	attr := &os.ProcAttr{Dir: req.Dir, Env: req.Env, Files: procFiles, Sys: &syscall.SysProcAttr{Setsid: true}}
+	// Exactly the request's environment: a nil Env would hand the command
+	// the worker's own.
+	env := req.Env
+	if env == nil {
+		env = []string{}
+	}
+	attr := &os.ProcAttr{Dir: req.Dir, Env: env, Files: procFiles, Sys: &syscall.SysProcAttr{Setsid: true}}
 	if req.TTY {
 		attr.Sys.Setctty = true
 		attr.Sys.Ctty = 0

@@ -84,8 +84,8 @@ type Spec struct {
 
 // Cmd is one command to run in a sandbox.
 type Cmd struct {
-	// Argv is the program and its arguments; Argv[0] is looked up in the
-	// sandbox's PATH when it has no slash.
+	// Argv is the program and its arguments; Argv[0] is looked up in Env's
+	// PATH when it has no slash, or in DefaultPath when Env has no PATH.
 	Argv []string
 	// Dir is the working directory inside the sandbox; empty means "/".
 	Dir string
@@ -115,6 +115,10 @@ type Cmd struct {
 	// Sync.Pull after it. The backend only carries the bytes.
 	Sync *SyncIO
 }
+
+// DefaultPath is where a program is looked up when the command's Env has
+// no PATH, as execvp does. It is not added to the command's environment.
+const DefaultPath = "/usr/local/bin:/usr/bin:/bin"
 
 // MaxFd3 bounds the cwd report a command writes to fd 3: an absolute path of
 // at most PATH_MAX (4096) bytes and its newline. The sandbox chooses every
