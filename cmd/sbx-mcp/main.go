@@ -18,18 +18,13 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/sbx-sh/sbx/cluster"
 	"github.com/sbx-sh/sbx/config"
-	"github.com/sbx-sh/sbx/inpod"
+	"github.com/sbx-sh/sbx/internal/app"
 	"github.com/sbx-sh/sbx/internal/version"
-	"github.com/sbx-sh/sbx/local"
-	"github.com/sbx-sh/sbx/router"
-	"github.com/sbx-sh/sbx/sandbox"
 	"github.com/sbx-sh/sbx/session"
 	"github.com/sbx-sh/sbx/tools"
 )
@@ -37,8 +32,7 @@ import (
 func versionString() string { return version.String() }
 
 func main() {
-	local.Main() // a sandbox init re-executes this binary
-	inpod.Main() // so does a remote sandbox's helper
+	app.Main() // a sandbox init, an in-pod helper or a relay re-executes this binary
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
@@ -100,109 +94,82 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 
-	cfg, startDir, codes, err := setup(codeDirs, *net, *idle)
-	var hostCommands [][]string
-	if err == nil {
-		hostCommands, err = router.ParsePrefixes(cfg.HostCommands)
-	}
-	var mgr *session.Manager
-	keep := false // a persistent cluster session is kept (see below)
-	if err == nil {
-		root, rerr := session.DefaultStateRoot()
-		if rerr != nil {
-			err = rerr
-		} else {
-			var prov sandbox.Provider = &local.Provider{Version: versionString()}
-			if cfg.Backend == "cluster" {
-				var ccfg cluster.Config
-				if ccfg, err = cluster.LoadConfig(os.Getenv); err == nil {
-					prov = cluster.New(ccfg, log)
-					keep = ccfg.Persistent
-				}
-			}
-			mgr = session.NewManager(root, prov, log)
-		}
-	}
-	var cfgErr *config.Error
-	if errors.As(err, &cfgErr) {
-		// Flags and config files are the user's to fix before starting.
+	tc, err := wire(codeDirs, *net, *idle, log)
+	if err != nil {
 		return fail(err)
 	}
-	if err != nil {
-		// Start anyway: the agent's client shows the reason on every call.
-		log.Warn("no usable code dir: every tool call will fail", "err", err)
-		err = fmt.Errorf("sbx-mcp cannot run anything: %w", err)
-	}
-	// A persistent cluster session survives a restart of this server: it is
-	// kept when the connection ends, and reattached by its session name.
-	tc := tools.Config{
-		Manager: mgr, StartDir: startDir, Err: err, Log: log, SDKLog: sdkLog,
-		Params: session.Params{
-			CodeDirs: codes, Network: sandbox.Network(cfg.Network),
-			Limits:  sandbox.Limits{MemoryBytes: cfg.Memory, Pids: cfg.Pids, DiskBytes: cfg.Disk},
-			IdleTTL: cfg.IdleTTL, HostCommands: hostCommands, Exclude: cfg.Exclude, Keep: keep,
-			ForwardEnv: cfg.ForwardEnv, EnvSkip: cfg.EnvSkip, SyncPaths: append(append([]string{}, cfg.SyncPaths...), cfg.TaskFiles...),
-		},
-	}
-
+	tc.SDKLog = sdkLog
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if *httpAddr == "" {
-		name := *sess
-		if name == "" {
-			var b [3]byte
-			rand.Read(b[:])
-			name = fmt.Sprintf("mcp-%d-%s", os.Getpid(), hex.EncodeToString(b[:]))
-		}
-		if err := session.CheckName(name); err != nil {
-			return fail(err)
-		}
-		tc.DefaultName = name
-		pool := tools.NewSessions(tc)
-		server := tools.NewServer(versionString(), pool)
-		// A client that stops reading must not kill sbx-mcp with SIGPIPE
-		// before the calls in flight brought back what they changed: the
-		// write fails instead, and the transport goes on.
-		signal.Ignore(syscall.SIGPIPE)
-		err := server.Run(ctx, &tools.StdioTransport{In: stdin, Out: stdout})
-		// Pull back, then release, whatever ended the connection.
-		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if cerr := pool.Close(cctx); cerr != nil {
-			log.Error("release session", "session", name, "err", cerr)
-		}
-		if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
-			return fail(err)
-		}
-		return 0
+		err = serveStdio(ctx, tc, *sess, stdin, stdout)
+	} else {
+		err = serveHTTP(ctx, tc, *httpAddr, *tokenFile, stderr)
 	}
+	if err != nil {
+		return fail(err)
+	}
+	return 0
+}
 
-	token, explicit, err := loadToken(*tokenFile)
-	if err != nil {
-		return fail(err)
+// serveStdio serves one connection, one session, on stdin and stdout.
+func serveStdio(ctx context.Context, tc tools.Config, name string, stdin io.Reader, stdout io.Writer) error {
+	if name == "" {
+		var b [3]byte
+		rand.Read(b[:])
+		name = fmt.Sprintf("mcp-%d-%s", os.Getpid(), hex.EncodeToString(b[:]))
 	}
-	host, _, err := netSplit(*httpAddr)
+	if err := session.CheckName(name); err != nil {
+		return err
+	}
+	tc.DefaultName = name
+	pool := tools.NewSessions(tc)
+	server := tools.NewServer(versionString(), pool)
+	// A client that stops reading must not kill sbx-mcp with SIGPIPE
+	// before the calls in flight brought back what they changed: the
+	// write fails instead, and the transport goes on.
+	signal.Ignore(syscall.SIGPIPE)
+	err := server.Run(ctx, &tools.StdioTransport{In: stdin, Out: stdout})
+	// Pull back, then release, whatever ended the connection.
+	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if cerr := pool.Close(cctx); cerr != nil {
+		tc.Log.Error("release session", "session", name, "err", cerr)
+	}
+	if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	return nil
+}
+
+// serveHTTP serves Streamable HTTP at addr, a session per client.
+func serveHTTP(ctx context.Context, tc tools.Config, addr, tokenFile string, stderr io.Writer) error {
+	token, explicit, err := loadToken(tokenFile)
 	if err != nil {
-		return fail(err)
+		return err
+	}
+	host, _, err := netSplit(addr)
+	if err != nil {
+		return err
 	}
 	if !tools.IsLoopback(host) && !explicit {
-		return fail(fmt.Errorf("refusing to listen on %s, which is not a loopback address, without a token given explicitly: set SBX_TOKEN or pass --token-file", *httpAddr))
+		return fmt.Errorf("refusing to listen on %s, which is not a loopback address, without a token given explicitly: set SBX_TOKEN or pass --token-file", addr)
 	}
-	ln, err := listen(*httpAddr)
+	ln, err := listen(addr)
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	tc.Key = tools.HTTPKey
 	pool := tools.NewSessions(tc)
 	server := tools.NewServer(versionString(), pool)
 	handler, err := tools.NewHTTPHandler(server, tools.HTTPOptions{
-		Token: token, Addr: ln.Addr().String(), Log: sdkLog,
+		Token: token, Addr: ln.Addr().String(), Log: tc.SDKLog,
 		// The sandbox goes after idle_ttl; the MCP session, with whatever it
 		// still holds, after a day of silence.
 		SessionTimeout: 24 * time.Hour,
 	})
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	if !explicit {
 		fmt.Fprintf(stderr, "sbx-mcp: token: %s\n", token)
@@ -219,12 +186,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if cerr := pool.Close(cctx); cerr != nil {
-		log.Error("release sessions", "err", cerr)
+		tc.Log.Error("release sessions", "err", cerr)
 	}
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fail(err)
+		return err
 	}
-	return 0
+	return nil
 }
 
 func netSplit(addr string) (string, string, error) {
@@ -270,44 +237,23 @@ func loadToken(file string) (string, bool, error) {
 	return hex.EncodeToString(b[:]), false, nil
 }
 
-// setup works out the configuration and the code dirs as sbx exec does: the
-// flags, else the config's code_dirs, else the git top level of the current
-// directory, else the current directory.
-func setup(codeDirFlags []string, net bool, idle string) (config.Config, string, []string, error) {
-	cwd, err := os.Getwd()
+// wire builds the tools' configuration with the wiring sbx exec uses. A
+// *config.Error (flags, config files) is the user's to fix before starting;
+// anything else starts the server anyway, and the agent's client shows the
+// reason on every call.
+func wire(codeDirs []string, net bool, idle string, log *slog.Logger) (tools.Config, error) {
+	e, err := app.Setup(app.Flags{CodeDirs: codeDirs, Net: net, IdleTTL: idle}, app.Server, log)
+	var cfgErr *config.Error
+	if errors.As(err, &cfgErr) {
+		return tools.Config{}, err
+	}
 	if err != nil {
-		return config.Defaults(), "", nil, fmt.Errorf("find the current directory: %w", err)
-	}
-	if real, err := filepath.EvalSymlinks(cwd); err == nil {
-		cwd = real
-	}
-	top := session.GitTop(cwd)
-	cfg, err := config.LoadProject(cwd, top)
-	if err != nil {
-		return cfg, "", nil, err
-	}
-	if net {
-		cfg.Network = "host"
-	}
-	if idle != "" {
-		if err := cfg.Set("idle_ttl", idle); err != nil {
-			return cfg, "", nil, &config.Error{Source: "flags", Key: "--idle-ttl", Msg: err.Error()}
+		var cdErr *app.CodeDirError
+		if errors.As(err, &cdErr) {
+			err = fmt.Errorf("%w (started in %s; pass --code-dir with the project's directory in the MCP server's configuration)", err, cdErr.Cwd)
 		}
+		log.Warn("no usable code dir: every tool call will fail", "err", err)
+		return tools.Config{Log: log, Err: fmt.Errorf("sbx-mcp cannot run anything: %w", err)}, nil
 	}
-	dirs := session.ChooseCodeDirs(codeDirFlags, cfg.CodeDirs, cwd)
-	root, err := session.DefaultStateRoot()
-	if err != nil {
-		return cfg, "", nil, err
-	}
-	codes, err := session.ResolveCodeDirs(dirs, root)
-	if err != nil {
-		return cfg, "", nil, fmt.Errorf("%w (started in %s; pass --code-dir with the project's directory in the MCP server's configuration)", err, cwd)
-	}
-	start := codes[0]
-	for _, d := range codes {
-		if session.Within(cwd, d) {
-			start = cwd
-		}
-	}
-	return cfg, start, codes, nil
+	return tools.Config{Manager: e.Manager, StartDir: e.StartDir, Log: log, Params: e.Params}, nil
 }

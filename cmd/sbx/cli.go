@@ -18,9 +18,9 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sbx-sh/sbx/config"
+	"github.com/sbx-sh/sbx/internal/app"
 	"github.com/sbx-sh/sbx/internal/escape"
 	"github.com/sbx-sh/sbx/internal/version"
-	"github.com/sbx-sh/sbx/local"
 	"github.com/sbx-sh/sbx/router"
 	"github.com/sbx-sh/sbx/sandbox"
 	"github.com/sbx-sh/sbx/session"
@@ -168,83 +168,6 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// env holds what exec and shell work out before they run anything.
-type env struct {
-	cfg          config.Config
-	codeDirs     []string
-	cwd          string
-	hostCommands [][]string
-	mgr          *session.Manager
-}
-
-func (c *cli) setup(codeDirFlags []string, net bool, timeout string, hostCommands []string, backend string) (*env, error) {
-	cwd, err := os.Getwd()
-	if err != nil {
-		return nil, fmt.Errorf("find the current directory: %w", err)
-	}
-	if real, err := filepath.EvalSymlinks(cwd); err == nil {
-		cwd = real
-	}
-	top := session.GitTop(cwd)
-	cfg, err := config.LoadProject(cwd, top)
-	if err != nil {
-		return nil, err
-	}
-	if net {
-		cfg.Network = "host"
-	}
-	if timeout != "" {
-		if err := cfg.Set("timeout", timeout); err != nil {
-			return nil, &config.Error{Source: "flags", Key: "--timeout", Msg: err.Error()}
-		}
-	}
-	if hostCommands != nil {
-		cfg.HostCommands = hostCommands
-	}
-	if backend != "" {
-		if err := cfg.Set("backend", backend); err != nil {
-			return nil, &config.Error{Source: "flags", Key: "--backend", Msg: err.Error()}
-		}
-	}
-	prefixes, err := router.ParsePrefixes(cfg.HostCommands)
-	if err != nil {
-		return nil, err
-	}
-	dirs := session.ChooseCodeDirs(codeDirFlags, cfg.CodeDirs, cwd)
-	root, err := session.DefaultStateRoot()
-	if err != nil {
-		return nil, err
-	}
-	codeDirs, err := session.ResolveCodeDirs(dirs, root)
-	if err != nil {
-		return nil, err
-	}
-	inside := false
-	for _, d := range codeDirs {
-		if session.Within(cwd, d) {
-			inside = true
-		}
-	}
-	if !inside {
-		return nil, fmt.Errorf("the current directory %s is not inside a code dir (%s): cd into one, or pass --code-dir", cwd, strings.Join(codeDirs, ", "))
-	}
-	prov, err := c.provider(cfg.Backend)
-	if err != nil {
-		return nil, err
-	}
-	mgr := session.NewManager(root, prov, c.log)
-	mgr.Params = session.Params{Exclude: cfg.Exclude, JournalSize: journalSize(cfg), Limits: sandbox.Limits{DiskBytes: cfg.Disk}}
-	return &env{cfg: cfg, codeDirs: codeDirs, cwd: cwd, hostCommands: prefixes, mgr: mgr}, nil
-}
-
-// provider is the configured backend.
-func (c *cli) provider(backend string) (sandbox.Provider, error) {
-	if backend == "cluster" {
-		return newClusterProvider(c.log)
-	}
-	return &local.Provider{Version: versionString()}, nil
-}
-
 func (c *cli) exec(ctx context.Context, args []string, shell bool) int {
 	name := "exec"
 	if shell {
@@ -276,24 +199,16 @@ func (c *cli) exec(ctx context.Context, args []string, shell bool) int {
 		fmt.Fprintf(c.stderr, "sbx: error: sbx shell needs a terminal on its standard input; use sbx exec -- COMMAND for scripts\n")
 		return exitUsage
 	}
-	e, err := c.setup(codeDirs, *net, *timeout, hostCommands.list(), *backend)
+	e, err := app.Setup(app.Flags{
+		CodeDirs: codeDirs, Net: *net, Timeout: *timeout, Disk: *disk,
+		HostCommands: hostCommands.list(), Backend: *backend, Keep: *keep,
+	}, app.PerCommand, c.log)
 	if err != nil {
 		return c.fail(err)
 	}
-	if *disk != "" {
-		if err := e.cfg.Set("disk", *disk); err != nil {
-			return c.fail(&config.Error{Source: "flags", Key: "--disk", Msg: err.Error()})
-		}
-	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	s, err := e.mgr.Open(ctx, *sess, session.Params{
-		CodeDirs: e.codeDirs, Network: sandbox.Network(e.cfg.Network),
-		Limits:  sandbox.Limits{MemoryBytes: e.cfg.Memory, Pids: e.cfg.Pids, DiskBytes: e.cfg.Disk},
-		IdleTTL: e.cfg.IdleTTL, Keep: *keep, HostCommands: e.hostCommands, Exclude: e.cfg.Exclude,
-		ForwardEnv: e.cfg.ForwardEnv, EnvSkip: e.cfg.EnvSkip, SyncPaths: append(e.cfg.SyncPaths, e.cfg.TaskFiles...),
-		JournalSize: journalSize(e.cfg),
-	})
+	s, err := e.Manager.Open(ctx, *sess, e.Params)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -310,7 +225,7 @@ func (c *cli) exec(ctx context.Context, args []string, shell bool) int {
 			fmt.Fprintf(c.stderr, "sbx: error: release session %s: %v\n", *sess, err)
 		}
 	}()
-	r := session.Run{Dir: e.cwd, Stdout: safeOutput(os.Stdout), Stderr: safeOutput(os.Stderr), Timeout: e.cfg.Timeout}
+	r := session.Run{Dir: e.Cwd, Stdout: safeOutput(os.Stdout), Stderr: safeOutput(os.Stderr), Timeout: e.Config.Timeout}
 	if shell {
 		restore, tty, err := rawTerminal()
 		if err != nil {
@@ -338,17 +253,9 @@ func (c *cli) exec(ctx context.Context, args []string, shell bool) int {
 		return c.fail(err)
 	}
 	if out.TimedOut {
-		fmt.Fprintf(c.stderr, "sbx: command timed out after %s and was killed with everything it started\n", e.cfg.Timeout)
+		fmt.Fprintf(c.stderr, "sbx: command timed out after %s and was killed with everything it started\n", e.Config.Timeout)
 	}
 	return out.ExitCode
-}
-
-// journalSize is the journal cap the sync uses: config 0 keeps no content.
-func journalSize(cfg config.Config) int64 {
-	if cfg.JournalSize == 0 {
-		return -1
-	}
-	return cfg.JournalSize
 }
 
 // reportSync tells the user what the sync did not simply apply.
@@ -424,23 +331,9 @@ func rawTerminal() (restore func(), tty *sandbox.TTY, err error) {
 }
 
 // manager is the engine on the configured backend, for the commands that
-// work on existing sessions (ls, release).
+// work on existing sessions (ls, release, accept, undo).
 func (c *cli) manager() (*session.Manager, error) {
-	root, err := session.DefaultStateRoot()
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := config.Load(config.Sources{})
-	if err != nil {
-		return nil, err
-	}
-	prov, err := c.provider(cfg.Backend)
-	if err != nil {
-		return nil, err
-	}
-	m := session.NewManager(root, prov, c.log)
-	m.Params = session.Params{Exclude: cfg.Exclude, JournalSize: journalSize(cfg), Limits: sandbox.Limits{DiskBytes: cfg.Disk}}
-	return m, nil
+	return app.Manager(app.PerCommand, c.log)
 }
 
 func (c *cli) release(ctx context.Context, args []string) int {
@@ -560,7 +453,7 @@ func (c *cli) route(args []string) int {
 		fmt.Fprintf(c.stderr, "sbx: error: %v\n", err)
 		return exitUsage
 	}
-	dirs := session.ChooseCodeDirs(codeDirs, cfg.CodeDirs, cwd)
+	dirs := app.ChooseCodeDirs(codeDirs, cfg.CodeDirs, cwd)
 	for i, d := range dirs {
 		if dirs[i], err = filepath.Abs(d); err != nil {
 			fmt.Fprintf(c.stderr, "sbx: error: %v\n", err)
@@ -614,7 +507,7 @@ func (c *cli) accept(ctx context.Context, args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	dirs := session.ChooseCodeDirs(codeDirs, nil, cwd)
+	dirs := app.ChooseCodeDirs(codeDirs, nil, cwd)
 	names := fs.Args()
 	applied := 0
 	for _, d := range dirs {

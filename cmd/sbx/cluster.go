@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sbx-sh/sbx/cluster"
+	"github.com/sbx-sh/sbx/internal/app"
 )
 
 // The cluster backend's sub-commands. The dispatch in cli.go wires:
@@ -33,14 +34,8 @@ const clusterUsage = `usage:
 // newClusterProvider is the cluster backend configured from the
 // AGENT_SANDBOX_* environment.
 func newClusterProvider(log *slog.Logger) (*cluster.Provider, error) {
-	cfg, err := cluster.LoadConfig(os.Getenv)
-	if err != nil {
-		return nil, err
-	}
-	// One process per command: a kept session's processes share one exec
-	// of the in-pod helper through a relay.
-	cfg.Relay = true
-	return cluster.New(cfg, log), nil
+	p, _, err := app.NewClusterProvider(app.PerCommand, log)
+	return p, err
 }
 
 // pool implements `sbx pool render`.

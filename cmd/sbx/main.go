@@ -6,14 +6,10 @@ import (
 	"context"
 	"os"
 
-	"github.com/sbx-sh/sbx/cluster"
-	"github.com/sbx-sh/sbx/inpod"
-	"github.com/sbx-sh/sbx/local"
+	"github.com/sbx-sh/sbx/internal/app"
 )
 
 func main() {
-	local.Main()        // a sandbox init re-executes this binary
-	inpod.Main()        // so does a remote sandbox's helper
-	cluster.RelayMain() // and a kept cluster session's relay
+	app.Main() // a sandbox init, an in-pod helper or a relay re-executes this binary
 	os.Exit(run(context.Background(), os.Args[1:]))
 }

@@ -1,0 +1,236 @@
+// Package app is the wiring both mains share: it turns the configuration
+// (files, environment, the mains' flags) into a backend, a session.Manager
+// and the session.Params of the sessions they open, so that sbx and sbx-mcp
+// cannot drift apart. The mains keep only their flags and their faces (a
+// command line, an MCP server), as tailscale's cmd/ do.
+package app
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/sbx-sh/sbx/cluster"
+	"github.com/sbx-sh/sbx/config"
+	"github.com/sbx-sh/sbx/inpod"
+	"github.com/sbx-sh/sbx/internal/version"
+	"github.com/sbx-sh/sbx/local"
+	"github.com/sbx-sh/sbx/router"
+	"github.com/sbx-sh/sbx/sandbox"
+	"github.com/sbx-sh/sbx/session"
+)
+
+// Main runs this binary as a sandbox init, an in-pod helper or a kept
+// cluster session's relay when it was re-executed as one, and returns
+// otherwise. Both mains call it first.
+func Main() {
+	local.Main()        // a sandbox init re-executes this binary
+	inpod.Main()        // so does a remote sandbox's helper
+	cluster.RelayMain() // and a kept cluster session's relay
+}
+
+// Kind says how the process that opens sessions lives, which decides the
+// cluster backend's relay and whether it must start inside a code dir.
+type Kind int
+
+const (
+	// PerCommand is a process per command (sbx exec), run from inside a
+	// code dir: a kept cluster session's processes share one exec of the
+	// in-pod helper through a relay, as a later process cannot reuse this
+	// one's exec.
+	PerCommand Kind = iota
+	// Server is a long-lived process (sbx-mcp) holding its sessions' execs
+	// itself: it needs no relay, and started outside the code dirs it
+	// starts its commands in the first one.
+	Server
+)
+
+// Flags are what a main's flags set; the zero value of each means "as the
+// configuration says".
+type Flags struct {
+	CodeDirs     []string // --code-dir, repeatable
+	Net          bool     // --net: share the host network
+	Timeout      string   // --timeout
+	IdleTTL      string   // --idle-ttl
+	Disk         string   // --disk
+	HostCommands []string // --host-command, repeatable; nil: the config's list
+	Backend      string   // --backend
+	Keep         bool     // --keep
+}
+
+// Env is the ready-made wiring of a command run from the current directory.
+type Env struct {
+	Config config.Config
+	// Cwd is the current directory, symlinks resolved.
+	Cwd string
+	// StartDir is where a command starts: Cwd when it is inside a code dir,
+	// else (a Server only) the first code dir.
+	StartDir string
+	Provider sandbox.Provider
+	Manager  *session.Manager
+	// Params are the sessions' set-up: code dirs, network, limits, host
+	// commands, environment, sync paths, journal, keep.
+	Params session.Params
+}
+
+// CodeDirError is a code dir that cannot be used (missing, the home
+// directory, overlapping), with the directory sbx was started in.
+type CodeDirError struct {
+	Cwd string
+	Err error
+}
+
+func (e *CodeDirError) Error() string { return e.Err.Error() }
+func (e *CodeDirError) Unwrap() error { return e.Err }
+
+// Setup loads the configuration for the current directory (defaults, the
+// user's file, the project's .sbx.toml, the environment), applies flags,
+// chooses and checks the code dirs (the flags', else the config's, else the
+// git top level of the current directory, else the current directory) and
+// builds the backend and the manager. A *config.Error is the user's to fix
+// in flags or config files; a *CodeDirError names unusable code dirs.
+func Setup(f Flags, kind Kind, log *slog.Logger) (*Env, error) {
+	cwd, err := os.Getwd()
+	if err != nil {
+		return nil, fmt.Errorf("find the current directory: %w", err)
+	}
+	if real, err := filepath.EvalSymlinks(cwd); err == nil {
+		cwd = real
+	}
+	cfg, err := config.LoadProject(cwd, GitTop(cwd))
+	if err != nil {
+		return nil, err
+	}
+	if err := applyFlags(&cfg, f); err != nil {
+		return nil, err
+	}
+	prefixes, err := router.ParsePrefixes(cfg.HostCommands)
+	if err != nil {
+		return nil, err
+	}
+	root, err := session.DefaultStateRoot()
+	if err != nil {
+		return nil, err
+	}
+	codeDirs, err := ResolveCodeDirs(ChooseCodeDirs(f.CodeDirs, cfg.CodeDirs, cwd), root)
+	if err != nil {
+		return nil, &CodeDirError{Cwd: cwd, Err: err}
+	}
+	e := &Env{Config: cfg, Cwd: cwd, StartDir: codeDirs[0]}
+	inside := false
+	for _, d := range codeDirs {
+		if Within(cwd, d) {
+			inside, e.StartDir = true, cwd
+		}
+	}
+	if !inside && kind == PerCommand {
+		// A command runs where the user is; a server starts in a code dir.
+		return nil, fmt.Errorf("the current directory %s is not inside a code dir (%s): cd into one, or pass --code-dir", cwd, strings.Join(codeDirs, ", "))
+	}
+	prov, persistent, err := NewProvider(cfg.Backend, kind, log)
+	if err != nil {
+		return nil, err
+	}
+	e.Provider = prov
+	e.Manager = newManager(root, prov, cfg, log)
+	e.Params = session.Params{
+		CodeDirs: codeDirs, Network: sandbox.Network(cfg.Network),
+		Limits:  sandbox.Limits{MemoryBytes: cfg.Memory, Pids: cfg.Pids, DiskBytes: cfg.Disk},
+		IdleTTL: cfg.IdleTTL, HostCommands: prefixes, Exclude: cfg.Exclude,
+		ForwardEnv: cfg.ForwardEnv, EnvSkip: cfg.EnvSkip,
+		// A new slice: appending to the config's would write into its
+		// backing array.
+		SyncPaths:   append(append([]string(nil), cfg.SyncPaths...), cfg.TaskFiles...),
+		JournalSize: JournalSize(cfg),
+		// A persistent cluster session survives the process that opened it
+		// (it is reattached by its session name), so it is kept.
+		Keep: f.Keep || persistent,
+	}
+	return e, nil
+}
+
+// applyFlags sets what the flags say over the configuration.
+func applyFlags(cfg *config.Config, f Flags) error {
+	if f.Net {
+		cfg.Network = "host"
+	}
+	if f.HostCommands != nil {
+		cfg.HostCommands = f.HostCommands
+	}
+	for _, kv := range []struct{ key, flag, value string }{
+		{"timeout", "--timeout", f.Timeout},
+		{"idle_ttl", "--idle-ttl", f.IdleTTL},
+		{"disk", "--disk", f.Disk},
+		{"backend", "--backend", f.Backend},
+	} {
+		if kv.value == "" {
+			continue
+		}
+		if err := cfg.Set(kv.key, kv.value); err != nil {
+			return &config.Error{Source: "flags", Key: kv.flag, Msg: err.Error()}
+		}
+	}
+	return nil
+}
+
+// Manager is the engine on the configured backend (the user's config and
+// the environment, not a project's), for the commands that work on
+// existing sessions by name: ls, release, accept, undo.
+func Manager(kind Kind, log *slog.Logger) (*session.Manager, error) {
+	root, err := session.DefaultStateRoot()
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := config.Load(config.Sources{})
+	if err != nil {
+		return nil, err
+	}
+	prov, _, err := NewProvider(cfg.Backend, kind, log)
+	if err != nil {
+		return nil, err
+	}
+	return newManager(root, prov, cfg, log), nil
+}
+
+// newManager is a manager whose Params (what Release uses to pull back a
+// session found by name) follow cfg.
+func newManager(root string, prov sandbox.Provider, cfg config.Config, log *slog.Logger) *session.Manager {
+	m := session.NewManager(root, prov, log)
+	m.Params = session.Params{Exclude: cfg.Exclude, JournalSize: JournalSize(cfg), Limits: sandbox.Limits{DiskBytes: cfg.Disk}}
+	return m
+}
+
+// NewProvider is the backend named by backend ("cluster", else local), and
+// whether its sessions are persistent (a cluster session reattached by
+// name after a restart).
+func NewProvider(backend string, kind Kind, log *slog.Logger) (sandbox.Provider, bool, error) {
+	if backend != "cluster" {
+		return &local.Provider{Version: version.String()}, false, nil
+	}
+	p, cfg, err := NewClusterProvider(kind, log)
+	if err != nil {
+		return nil, false, err
+	}
+	return p, cfg.Persistent, nil
+}
+
+// NewClusterProvider is the cluster backend configured from the
+// AGENT_SANDBOX_* environment, with a relay for a process per command.
+func NewClusterProvider(kind Kind, log *slog.Logger) (*cluster.Provider, cluster.Config, error) {
+	cfg, err := cluster.LoadConfig(os.Getenv)
+	if err != nil {
+		return nil, cfg, err
+	}
+	cfg.Relay = kind == PerCommand
+	return cluster.New(cfg, log), cfg, nil
+}
+
+// JournalSize is the journal cap the sync uses: config 0 keeps no content.
+func JournalSize(cfg config.Config) int64 {
+	if cfg.JournalSize == 0 {
+		return -1
+	}
+	return cfg.JournalSize
+}
