@@ -3,7 +3,6 @@ package session
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -358,23 +357,20 @@ func TestListShowsKeptSessions(t *testing.T) {
 	}
 }
 
-// initPid is the pid of the session's sandbox init, as the local backend
-// records it, checked against the process itself: a test that kills it
-// kills that init, never pid 0 (the test's own process group) or a stranger.
+// initPid is the pid of the session's sandbox init, from the local
+// backend's test hook (which checks it is that process still), checked
+// against the process itself: a test that kills it kills that init, never
+// pid 0 (the test's own process group) or a stranger.
 func initPid(t *testing.T, f *fixture, name string) int {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(f.root, name, "local.json"))
-	if err != nil {
-		t.Fatalf("the local backend's state of session %s: %v", name, err)
+	pid, err := local.InitPid(filepath.Join(f.root, name))
+	if err != nil || pid <= 0 {
+		t.Fatalf("the sandbox init of session %s: pid %d, %v", name, pid, err)
 	}
-	var st struct{ Pid int }
-	if err := json.Unmarshal(raw, &st); err != nil || st.Pid <= 0 {
-		t.Fatalf("no init pid in local.json %s: %v", raw, err)
+	if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); err != nil || !strings.HasPrefix(string(b), "sbx-init\x00") {
+		t.Fatalf("pid %d is not a sandbox init: %q %v", pid, b, err)
 	}
-	if b, err := os.ReadFile("/proc/" + strconv.Itoa(st.Pid) + "/cmdline"); err != nil || !strings.HasPrefix(string(b), "sbx-init\x00") {
-		t.Fatalf("pid %d of local.json is not a sandbox init: %q %v", st.Pid, b, err)
-	}
-	return st.Pid
+	return pid
 }
 
 // gone reports whether a process has ended and been reaped (this process
