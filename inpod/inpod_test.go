@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -117,37 +118,77 @@ func TestExecStreamsAndExitCodes(t *testing.T) {
 func TestTimeoutKillsTheTree(t *testing.T) {
 	transports(t, func(t *testing.T, run StreamFunc) {
 		marker := "sbx-inpod-test-" + time.Now().Format("150405.000000")
+		// Both children run (the command waits until ps shows them) when
+		// the timeout strikes.
+		var out bytes.Buffer
 		start := time.Now()
 		res, err := Exec(context.Background(), run, "helper", &sandbox.Cmd{
-			Argv: []string{"bash", "-c", "setsid bash -c 'exec -a " + marker + " sleep 300' & (exec -a " + marker + " sleep 300) & wait"},
-			Env:  env, Timeout: 500 * time.Millisecond,
+			Argv: []string{"bash", "-c", "setsid bash -c 'exec -a " + marker + " sleep 300' >/dev/null 2>&1 & (exec -a " + marker + " sleep 300 >/dev/null 2>&1) & " +
+				"until [ $(ps -eo args | grep -c '^" + marker + "') -ge 2 ]; do sleep 0.01; done; echo started; wait"},
+			Env: env, Timeout: 3 * time.Second, Stdout: &out,
 		})
 		if err != nil || !res.TimedOut || res.ExitCode != 124 {
 			t.Fatalf("res %+v err %v", res, err)
 		}
-		if time.Since(start) > 10*time.Second {
+		if out.String() != "started\n" {
+			t.Fatalf("the children did not start before the timeout: output %q", out.String())
+		}
+		if time.Since(start) > 15*time.Second {
 			t.Fatal("timeout too slow")
 		}
-		time.Sleep(100 * time.Millisecond)
-		dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-		for _, d := range dirs {
-			if b, _ := os.ReadFile(d); strings.Contains(string(b), marker) {
-				t.Fatalf("survivor: %s", d)
-			}
+		if !waitFor(10*time.Second, func() bool { return !running(marker) }) {
+			t.Fatalf("a child survived the timeout by 10s")
 		}
 	})
 }
 
+// cancelOn is a writer that cancels once what it got contains word.
+type cancelOn struct {
+	word   string
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	got    bytes.Buffer
+}
+
+func (c *cancelOn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.got.Write(p)
+	if strings.Contains(c.got.String(), c.word) {
+		c.cancel()
+	}
+	return len(p), nil
+}
+
 func TestCancelKillsTheCommand(t *testing.T) {
 	transports(t, func(t *testing.T, run StreamFunc) {
+		marker := "sbx-inpod-cancel-" + time.Now().Format("150405.000000")
 		ctx, cancel := context.WithCancel(context.Background())
-		go func() { time.Sleep(300 * time.Millisecond); cancel() }()
+		defer cancel()
+		// Cancelled once the command runs.
 		start := time.Now()
-		_, err := Exec(ctx, run, "helper", &sandbox.Cmd{Argv: []string{"sleep", "60"}, Env: env})
-		if err == nil || time.Since(start) > 10*time.Second {
-			t.Fatalf("cancel: %v after %s", err, time.Since(start))
+		_, err := Exec(ctx, run, "helper", &sandbox.Cmd{Argv: []string{"bash", "-c", "echo started; exec -a " + marker + " sleep 60"}, Env: env,
+			Stdout: &cancelOn{word: "started", cancel: cancel}})
+		if err == nil || ctx.Err() == nil || time.Since(start) > 10*time.Second {
+			t.Fatalf("cancel: %v (context: %v) after %s", err, ctx.Err(), time.Since(start))
+		}
+		if !waitFor(10*time.Second, func() bool { return !running(marker) }) {
+			t.Fatalf("the cancelled command still runs 10s later")
 		}
 	})
+}
+
+// waitFor polls cond until it holds or d passes, and says whether it held:
+// the way a test waits, never a bare sleep.
+func waitFor(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
 }
 
 func TestSyncRoundTripThroughTheHelper(t *testing.T) {

@@ -87,16 +87,24 @@ func TestMuxRunsOnlyHelperCalls(t *testing.T) {
 	}
 }
 
-// blockingWriter takes nothing until released.
-type blockingWriter struct{ release chan struct{} }
+// blockingWriter takes nothing until released; blocked is closed once a
+// write waits.
+type blockingWriter struct {
+	release, blocked chan struct{}
+	once             *sync.Once
+}
 
-func (b blockingWriter) Write(p []byte) (int, error) { <-b.release; return len(p), nil }
+func (b blockingWriter) Write(p []byte) (int, error) {
+	b.once.Do(func() { close(b.blocked) })
+	<-b.release
+	return len(p), nil
+}
 
 func TestMuxStreamsAreIndependent(t *testing.T) {
 	m := startMux(t)
 	// One command floods a consumer that takes nothing; others on the same
 	// exec still run and finish.
-	stuck := blockingWriter{make(chan struct{})}
+	stuck := blockingWriter{release: make(chan struct{}), blocked: make(chan struct{}), once: new(sync.Once)}
 	floodDone := make(chan error, 1)
 	go func() {
 		res, err := Exec(context.Background(), m.Run, "helper", &sandbox.Cmd{
@@ -106,7 +114,14 @@ func TestMuxStreamsAreIndependent(t *testing.T) {
 		}
 		floodDone <- err
 	}()
-	time.Sleep(200 * time.Millisecond)
+	// The flood's output is stuck in the consumer before the others start.
+	select {
+	case <-stuck.blocked:
+	case err := <-floodDone:
+		t.Fatalf("the flood ended before it blocked: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the flood's first output never reached its consumer")
+	}
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	start := time.Now()
@@ -123,7 +138,14 @@ func TestMuxStreamsAreIndependent(t *testing.T) {
 			errs <- err
 		}()
 	}
-	wg.Wait()
+	allDone := make(chan struct{})
+	go func() { wg.Wait(); close(allDone) }()
+	select {
+	case <-allDone:
+	case <-time.After(30 * time.Second):
+		close(stuck.release)
+		t.Fatal("commands on the mux were held up by the flood for 30s")
+	}
 	close(errs)
 	for err := range errs {
 		if err != nil {
