@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -381,6 +382,24 @@ func TestUnprivilegedUser(t *testing.T) {
 	}
 }
 
+// ptyOutput collects what a terminal shows, read while it is written.
+type ptyOutput struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (p *ptyOutput) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.b.Write(b)
+}
+
+func (p *ptyOutput) String() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.b.String()
+}
+
 func TestShellHasTerminalWithWindowSize(t *testing.T) {
 	w := newWorld(t)
 	master, slave := openTestPTY(t)
@@ -393,10 +412,18 @@ func TestShellHasTerminalWithWindowSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	slave.Close()
-	var out bytes.Buffer
+	var out ptyOutput
 	done := make(chan struct{})
 	go func() { io.Copy(&out, master); close(done) }()
-	time.Sleep(1500 * time.Millisecond)
+	// Type once the shell prompts ("...$ "), as a user does.
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.HasSuffix(out.String(), "$ ") {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("no shell prompt within 30s; the terminal shows %q", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	master.Write([]byte("stty size; tty; exit 7\n"))
 	werr := make(chan error, 1)
 	go func() { werr <- cmd.Wait() }()
