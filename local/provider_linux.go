@@ -70,8 +70,6 @@ func mountSources(ms []sandbox.Mount) []string {
 	return out
 }
 
-const stateFile = "local.json"
-
 // Claim starts a new sandbox init for spec and waits until it serves.
 func (p *Provider) Claim(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
 	for _, m := range spec.Mounts {
