@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -111,24 +112,65 @@ func TestTimeoutKillsTree(t *testing.T) {
 	p := cluster.New(saCfg(t), nil)
 	sb := claim(t, p, "timeout")
 	start := time.Now()
-	r, _, _ := run(t, sb, &sandbox.Cmd{Argv: []string{"sh", "-c", "sleep 301 & (setsid sleep 302 &); sleep 303; echo not-reached"}, Timeout: 2 * time.Second})
-	if !r.TimedOut || r.ExitCode != sandbox.TimeoutExitCode || time.Since(start) > 15*time.Second {
+	// The children run (ps shows them) when the timeout strikes.
+	r, out, _ := run(t, sb, &sandbox.Cmd{Argv: []string{"sh", "-c", "sleep 301 & (setsid sleep 302 &); " +
+		"until [ $(ps -o args | grep -c '^sleep 30[12]$') -ge 2 ]; do sleep 0.1; done; echo started; sleep 303; echo not-reached"}, Timeout: 5 * time.Second})
+	if !r.TimedOut || r.ExitCode != sandbox.TimeoutExitCode || time.Since(start) > 20*time.Second {
 		t.Errorf("result %+v after %s", r, time.Since(start))
+	}
+	if out != "started\n" {
+		t.Errorf("the children did not start before the timeout: output %q", out)
 	}
 	if left := psSleeps(t, sb); left != "" {
 		t.Errorf("processes survived the timeout:\n%s", left)
 	}
-	// cancellation kills too
-	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	// cancellation kills too: cancelled once the command runs
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	_, err := sb.Exec(ctx, &sandbox.Cmd{Argv: []string{"sh", "-c", "sleep 304 & sleep 305"}})
-	if !errors.Is(err, context.DeadlineExceeded) {
+	_, err := sb.Exec(ctx, &sandbox.Cmd{Argv: []string{"sh", "-c", "sleep 304 & echo started; sleep 305"}, Stdout: &cancelOn{word: "started", cancel: cancel}})
+	if !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled exec: %v", err)
 	}
-	time.Sleep(500 * time.Millisecond)
-	if left := psSleeps(t, sb); left != "" {
-		t.Errorf("processes survived the cancellation:\n%s", left)
+	left := ""
+	if !waitFor(20*time.Second, func() bool { left = psSleeps(t, sb); return left == "" }) {
+		t.Errorf("processes survived the cancellation by 20s:\n%s", left)
 	}
+}
+
+// writerFunc is a function as an io.Writer.
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// cancelOn is a writer that cancels once what it got contains word.
+type cancelOn struct {
+	word   string
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	got    bytes.Buffer
+}
+
+func (c *cancelOn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.got.Write(p)
+	if strings.Contains(c.got.String(), c.word) {
+		c.cancel()
+	}
+	return len(p), nil
+}
+
+// waitFor polls cond until it holds or d passes, and says whether it held:
+// the way a test waits, never a bare sleep.
+func waitFor(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return true
 }
 
 func shutdownTime(t *testing.T, claim string) time.Time {
@@ -146,7 +188,11 @@ func TestRenewMovesShutdownTime(t *testing.T) {
 	p := cluster.New(cfg, nil)
 	sb := claim(t, p, "renew")
 	first := shutdownTime(t, sb.Claim())
-	time.Sleep(9 * time.Second) // less than half of the TTL left
+	// A call renews once less than half of the TTL is left (and not more
+	// often than renewMinInterval): wait for that point of the clock.
+	if !waitFor(cfg.IdleTTL, func() bool { return time.Until(first) < cfg.IdleTTL/2-time.Second }) {
+		t.Fatalf("shutdownTime %s is not within half the TTL after %s", first, cfg.IdleTTL)
+	}
 	run(t, sb, &sandbox.Cmd{Argv: []string{"true"}})
 	second := shutdownTime(t, sb.Claim())
 	if !second.After(first.Add(5 * time.Second)) {
@@ -223,23 +269,36 @@ func TestPodDeletedMidSession(t *testing.T) {
 	dir := t.TempDir()
 	sb := claim(t, p, "lost", sandbox.Spec{Name: "lost", StateDir: dir})
 	run(t, sb, &sandbox.Cmd{Argv: []string{"true"}}) // the helper is up: what follows is a command in flight
+	// The pod goes once the command runs (it says so).
+	running := make(chan struct{})
+	deleted := make(chan error, 1)
 	go func() {
-		time.Sleep(1500 * time.Millisecond)
+		select {
+		case <-running:
+		case <-time.After(60 * time.Second):
+			deleted <- errors.New("the command did not start within 60s")
+			return
+		}
 		zero := int64(0)
-		admin.CoreV1().Pods(ns).Delete(context.Background(), sb.Pod(), metav1.DeleteOptions{GracePeriodSeconds: &zero})
+		deleted <- admin.CoreV1().Pods(ns).Delete(context.Background(), sb.Pod(), metav1.DeleteOptions{GracePeriodSeconds: &zero})
 	}()
-	_, err := sb.Exec(context.Background(), &sandbox.Cmd{Argv: []string{"sleep", "30"}})
+	var once sync.Once
+	_, err := sb.Exec(context.Background(), &sandbox.Cmd{Argv: []string{"sh", "-c", "echo started; exec sleep 30"},
+		Stdout: writerFunc(func(p []byte) (int, error) { once.Do(func() { close(running) }); return len(p), nil })})
+	if derr := <-deleted; derr != nil {
+		t.Fatalf("delete the pod: %v", derr)
+	}
 	if !errors.Is(err, sandbox.ErrLost) || !strings.Contains(err.Error(), "lost") {
 		t.Errorf("exec while the pod is deleted: %v", err)
 	} else {
 		t.Logf("in-flight: %v", err)
 	}
 	// wait for the pod to be gone, then the next call notices before running
-	for i := 0; i < 100; i++ {
-		if _, err := admin.CoreV1().Pods(ns).Get(context.Background(), sb.Pod(), metav1.GetOptions{}); err != nil {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
+	if !waitFor(30*time.Second, func() bool {
+		_, err := admin.CoreV1().Pods(ns).Get(context.Background(), sb.Pod(), metav1.GetOptions{})
+		return err != nil
+	}) {
+		t.Fatalf("pod %s still there 30s after its deletion", sb.Pod())
 	}
 	_, err = sb.Exec(context.Background(), &sandbox.Cmd{Argv: []string{"true"}})
 	if !errors.Is(err, sandbox.ErrLost) {
