@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -251,12 +252,7 @@ func TestStaleSessionCleanedUp(t *testing.T) {
 	s := f.open(t, "stale", true)
 	sh(t, s, "echo x > /tmp/mark")
 	pid := initPid(t, f, "stale")
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatalf("kill init %d: %v", pid, err)
-	}
-	if !waitFor(10*time.Second, func() bool { return gone(pid) }) {
-		t.Fatalf("init %d still there 10s after SIGKILL", pid)
-	}
+	killSandbox(t, pid)
 	s2 := f.open(t, "stale", false)
 	notes := strings.Join(s2.Notices(), "\n")
 	if !strings.Contains(notes, "is gone") || !strings.Contains(notes, "cleaned up") {
@@ -373,6 +369,47 @@ func initPid(t *testing.T, f *fixture, name string) int {
 	return pid
 }
 
+// killSandbox kills a sandbox's init and waits until it and every process
+// it had started are gone (the kernel ends the rest of its namespaces after
+// the init, not at once).
+func killSandbox(t *testing.T, pid int) {
+	t.Helper()
+	procs := append(descendants(pid), pid)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill init %d: %v", pid, err)
+	}
+	if !waitFor(10*time.Second, func() bool { return !slices.ContainsFunc(procs, func(p int) bool { return !gone(p) }) }) {
+		t.Fatalf("the sandbox's processes %v still there 10s after its init %d was killed", procs, pid)
+	}
+}
+
+// descendants lists the live descendants of pid, from /proc.
+func descendants(pid int) []int {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	children := map[int][]int{}
+	for _, st := range stats {
+		raw, err := os.ReadFile(st)
+		if err != nil {
+			continue // ended meanwhile
+		}
+		s := string(raw)
+		i := strings.LastIndexByte(s, ')')
+		f := strings.Fields(s[i+1:]) // state, ppid, ...
+		if i < 0 || len(f) < 2 {
+			continue
+		}
+		p, _ := strconv.Atoi(filepath.Base(filepath.Dir(st)))
+		pp, _ := strconv.Atoi(f[1])
+		children[pp] = append(children[pp], p)
+	}
+	var out []int
+	for queue := children[pid]; len(queue) > 0; queue = queue[1:] {
+		out = append(out, queue[0])
+		queue = append(queue, children[queue[0]]...)
+	}
+	return out
+}
+
 // gone reports whether a process has ended and been reaped (this process
 // reaps the inits it started).
 func gone(pid int) bool {
@@ -470,12 +507,7 @@ func TestLostSandboxIsReplaced(t *testing.T) {
 	s := f.open(t, "lost", true)
 	sh(t, s, "echo x > /tmp/mark")
 	pid := initPid(t, f, "lost")
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatalf("kill init %d: %v", pid, err)
-	}
-	if !waitFor(10*time.Second, func() bool { return gone(pid) }) {
-		t.Fatalf("init %d still there 10s after SIGKILL", pid)
-	}
+	killSandbox(t, pid)
 	write(t, filepath.Join(f.code, "host-edit.txt"), "made while the sandbox was dead\n", 0o644)
 	out, o := sh(t, s, "cat /tmp/mark 2>/dev/null || echo new-sandbox; cat host-edit.txt")
 	if o.ExitCode != 0 || !strings.Contains(out, "new-sandbox") || !strings.Contains(out, "made while the sandbox was dead") {
