@@ -125,6 +125,9 @@ type Session struct {
 	closed        bool            // mu
 	// lastRelease is what the pull-back before the release did.
 	lastRelease sbxsync.Report // run (finalPull)
+	// dropped is closed when a dropped sandbox's release has ended; the
+	// next claim waits for it (mu).
+	dropped chan struct{}
 }
 
 // Open returns the named session, reattaching to its sandbox when it was kept.
@@ -269,6 +272,14 @@ func (s *Session) wipe() {
 // claim starts a sandbox with empty workspaces; the first round trip of
 // the sync fills them. Called with run, the lock file and mu held.
 func (s *Session) claim(ctx context.Context) error {
+	if s.dropped != nil {
+		select {
+		case <-s.dropped:
+			s.dropped = nil
+		case <-ctx.Done():
+			return fmt.Errorf("wait for the lost sandbox's cleanup: %w", ctx.Err())
+		}
+	}
 	os.RemoveAll(filepath.Join(s.dir, "work"))
 	for i, d := range s.params.CodeDirs {
 		fi, err := os.Stat(d)
@@ -596,7 +607,15 @@ exec "$4" -c "trap 'pwd -P >&3 2>/dev/null' EXIT; $1" "${4##*/}"
 func (s *Session) dropSandbox(why string) {
 	s.note(fmt.Sprintf("session %s: %s", s.name, why))
 	if s.sb != nil {
-		go s.sb.Release(context.Background()) // clean up what it left
+		// Clean up what it left, off the caller's path; the next claim
+		// waits for it, since a backend's cleanup may share the session's
+		// state directory with the new sandbox (local's rootfs and socket).
+		sb, done := s.sb, make(chan struct{})
+		s.dropped = done
+		go func() {
+			defer close(done)
+			sb.Release(context.Background())
+		}()
 	}
 	s.sb = nil
 	s.info.Claimed = false
