@@ -242,20 +242,7 @@ func negotiated(v string) string {
 // writeRPCError answers a request with a JSON-RPC error (HTTP 400), its id
 // echoed when it is a valid one, else null.
 func writeRPCError(w http.ResponseWriter, rawID json.RawMessage, code int64, msg string) {
-	var id any
-	if len(rawID) > 0 {
-		var v any
-		if json.Unmarshal(rawID, &v) == nil {
-			switch v := v.(type) {
-			case string:
-				id = v
-			case float64:
-				if v == float64(int64(v)) {
-					id = int64(v)
-				}
-			}
-		}
-	}
+	id := rpcID(rawID)
 	data, _ := json.Marshal(struct {
 		JSONRPC string         `json:"jsonrpc"`
 		ID      any            `json:"id"`

@@ -233,20 +233,7 @@ func (c *stdioConn) decode(line []byte) (jsonrpc.Message, bool) {
 // reject answers a message that cannot be served. Its id is echoed when it
 // is a valid one, else null, as JSON-RPC asks.
 func (c *stdioConn) reject(rawID json.RawMessage, code int64, msg string) {
-	var id any
-	if len(rawID) > 0 {
-		var v any
-		if json.Unmarshal(rawID, &v) == nil {
-			switch v := v.(type) {
-			case string:
-				id = v
-			case float64:
-				if v == float64(int64(v)) {
-					id = int64(v)
-				}
-			}
-		}
-	}
+	id := rpcID(rawID)
 	resp := struct {
 		JSONRPC string         `json:"jsonrpc"`
 		ID      any            `json:"id"`
@@ -273,4 +260,22 @@ func readLine(r *bufio.Reader, max int) (line []byte, tooLong bool, err error) {
 		}
 		return line, tooLong, err
 	}
+}
+
+// rpcID is a request's id as a JSON-RPC error answer echoes it: the id when
+// it is a valid one (a string or an integer), else null.
+func rpcID(rawID json.RawMessage) any {
+	var v any
+	if len(rawID) == 0 || json.Unmarshal(rawID, &v) != nil {
+		return nil
+	}
+	switch v := v.(type) {
+	case string:
+		return v
+	case float64:
+		if v == float64(int64(v)) {
+			return int64(v)
+		}
+	}
+	return nil
 }
