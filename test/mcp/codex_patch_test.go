@@ -18,7 +18,8 @@ import (
 // codexCall runs `codex exec` against a local Responses API whose model
 // answers with item (a tool call), then with a message once Codex sends the
 // call's output back; it returns that output (an item of type outputType).
-func (w *setupWorld) codexCall(item map[string]any, outputType string) string {
+// flags go to codex exec before its prompt.
+func (w *setupWorld) codexCall(item map[string]any, outputType string, flags ...string) string {
 	t := w.t
 	t.Helper()
 	var mu sync.Mutex
@@ -68,6 +69,7 @@ func (w *setupWorld) codexCall(item map[string]any, outputType string) string {
 		"-c", `model_provider="sbxtest"`,
 		"-c", `model_providers.sbxtest={name="sbxtest", base_url="http://`+ln.Addr().String()+`/v1", wire_api="responses", supports_websockets=false}`,
 		"hi")
+	cmd.Args = append(cmd.Args[:2], append(flags, cmd.Args[2:]...)...)
 	cmd.Dir, cmd.Env = w.proj, w.vars
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

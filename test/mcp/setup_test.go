@@ -1,13 +1,8 @@
 package mcptest
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -261,69 +256,12 @@ func TestSetupCodex(t *testing.T) {
 // uses in a trusted project (workspace-write) unless config says otherwise.
 // It returns what Codex sent back as the tool's output.
 func (w *setupWorld) codexApplyPatch(target string) string {
-	t := w.t
-	t.Helper()
+	w.t.Helper()
 	patch := "*** Begin Patch\n*** Add File: " + target + "\n+host written\n*** End Patch\n"
-	var mu sync.Mutex
-	var toolOutput string
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/responses") {
-			http.NotFound(rw, r)
-			return
-		}
-		var req struct {
-			Input []map[string]any `json:"input"`
-		}
-		body, _ := io.ReadAll(r.Body)
-		json.Unmarshal(body, &req)
-		answered := false
-		for _, it := range req.Input {
-			if it["type"] == "custom_tool_call_output" {
-				answered = true
-				b, _ := json.Marshal(it["output"])
-				mu.Lock()
-				toolOutput = string(b)
-				mu.Unlock()
-			}
-		}
-		rw.Header().Set("Content-Type", "text/event-stream")
-		bw := bufio.NewWriter(rw)
-		ev := func(v map[string]any) {
-			b, _ := json.Marshal(v)
-			fmt.Fprintf(bw, "event: %s\ndata: %s\n\n", v["type"], b)
-		}
-		ev(map[string]any{"type": "response.created", "response": map[string]any{"id": "r"}})
-		item := map[string]any{"type": "message", "id": "m", "role": "assistant", "content": []any{map[string]any{"type": "output_text", "text": "done"}}}
-		if !answered {
-			item = map[string]any{"type": "custom_tool_call", "id": "c", "call_id": "call_1", "name": "apply_patch", "input": patch, "status": "completed"}
-		}
-		ev(map[string]any{"type": "response.output_item.done", "item": item})
-		ev(map[string]any{"type": "response.completed", "response": map[string]any{"id": "r", "usage": map[string]any{"input_tokens": 1, "output_tokens": 1, "total_tokens": 2}}})
-		bw.Flush()
-	})}
-	go srv.Serve(ln)
-	defer srv.Close()
-	cmd := exec.Command(filepath.Join(w.bin, "codex"), "exec", "--skip-git-repo-check",
-		"-c", `model_provider="sbxtest"`,
-		"-c", `model_providers.sbxtest={name="sbxtest", base_url="http://`+ln.Addr().String()+`/v1", wire_api="responses", supports_websockets=false}`,
-		"hi")
+	var flags []string
 	if !strings.Contains(readOrMissing(filepath.Join(w.home, ".codex", "config.toml")), "sandbox_mode") {
-		cmd.Args = append(cmd.Args[:2], append([]string{"-s", "workspace-write"}, cmd.Args[2:]...)...)
+		flags = []string{"-s", "workspace-write"}
 	}
-	cmd.Dir, cmd.Env = w.proj, w.vars
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("codex exec: %v\n%s", err, out.String())
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if toolOutput == "" {
-		t.Fatalf("codex never answered the apply_patch call:\n%s", out.String())
-	}
-	return toolOutput
+	return w.codexCall(map[string]any{"type": "custom_tool_call", "id": "c", "call_id": "call_1", "name": "apply_patch", "input": patch, "status": "completed"},
+		"custom_tool_call_output", flags...)
 }
