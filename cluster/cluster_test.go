@@ -88,32 +88,19 @@ func TestChooseVersion(t *testing.T) {
 	}
 }
 
-func TestLoadConfig(t *testing.T) {
-	env := map[string]string{}
-	get := func(k string) string { return env[k] }
-	c, err := LoadConfig(get)
-	if err != nil {
-		t.Fatal(err)
-	}
+// The environment is read by package config (its cluster.* keys, tested
+// there and in internal/app); zero fields take the defaults.
+func TestConfigDefaults(t *testing.T) {
+	c := Config{}.withDefaults()
 	if c.Namespace != "sbx" || c.ClaimTimeout != 180*time.Second || c.IdleTTL != 1800*time.Second || c.Persistent || c.Owner == "" {
 		t.Errorf("defaults: %+v", c)
 	}
-	env = map[string]string{EnvNamespace: "team", EnvPool: "p", EnvClaimTimeout: "30", EnvIdleTTL: "2m", EnvPersistent: "true", EnvKubeconfig: "/x"}
-	c, err = LoadConfig(get)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Namespace != "team" || c.Pool != "p" || c.ClaimTimeout != 30*time.Second || c.IdleTTL != 2*time.Minute || !c.Persistent || c.KubeconfigPath() != "/x" {
-		t.Errorf("from env: %+v", c)
-	}
-	for _, bad := range []map[string]string{{EnvClaimTimeout: "-1"}, {EnvIdleTTL: "soon"}, {EnvPersistent: "maybe"}} {
-		env = bad
-		if _, err := LoadConfig(get); err == nil {
-			t.Errorf("%v: no error", bad)
-		}
+	c = Config{Namespace: "team", ClaimTimeout: 30 * time.Second, IdleTTL: 2 * time.Minute, Kubeconfig: "/x"}.withDefaults()
+	if c.Namespace != "team" || c.ClaimTimeout != 30*time.Second || c.IdleTTL != 2*time.Minute || c.KubeconfigPath() != "/x" {
+		t.Errorf("set fields: %+v", c)
 	}
 	// an unreadable kubeconfig names itself
-	_, err = Config{Kubeconfig: filepath.Join(t.TempDir(), "missing.yaml")}.RESTConfig()
+	_, err := Config{Kubeconfig: filepath.Join(t.TempDir(), "missing.yaml")}.RESTConfig()
 	var ke *KubeconfigError
 	if !errors.As(err, &ke) || !strings.Contains(err.Error(), "missing.yaml") || !strings.Contains(err.Error(), EnvKubeconfig) {
 		t.Errorf("missing kubeconfig: %v", err)

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -14,8 +13,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// Config is what the cluster backend needs to know. Load fills it from the
-// environment; zero fields get the defaults below.
+// Config is what the cluster backend needs to know. Package config reads
+// it (its cluster.* keys, from the user's file and the AGENT_SANDBOX_*
+// variables below) and internal/app fills it in; zero fields get the
+// defaults below.
 type Config struct {
 	// Kubeconfig is the kubeconfig file to use. Empty means
 	// ~/.kube/agent-sandbox.yaml when it exists, else client-go's usual rules
@@ -44,7 +45,9 @@ type Config struct {
 	Relay bool
 }
 
-// Environment variables read by Load.
+// Environment variables that set the cluster.* keys of package config's
+// table (a test in internal/app holds the two to the same names); named
+// here for the errors that tell the user what to set.
 const (
 	EnvKubeconfig   = "AGENT_SANDBOX_KUBECONFIG"
 	EnvNamespace    = "AGENT_SANDBOX_NAMESPACE"
@@ -61,47 +64,6 @@ const (
 	DefaultClaimTimeout = 180 * time.Second
 	DefaultIdleTTL      = 1800 * time.Second
 )
-
-// LoadConfig reads the AGENT_SANDBOX_* variables through getenv (os.Getenv
-// when nil) over the defaults. Durations are seconds ("180") or Go durations
-// ("3m").
-func LoadConfig(getenv func(string) string) (Config, error) {
-	if getenv == nil {
-		getenv = os.Getenv
-	}
-	c := Config{
-		Kubeconfig: getenv(EnvKubeconfig),
-		Context:    getenv(EnvContext),
-		Namespace:  getenv(EnvNamespace),
-		Pool:       getenv(EnvPool),
-	}
-	var err error
-	if c.ClaimTimeout, err = parseSeconds(EnvClaimTimeout, getenv(EnvClaimTimeout)); err != nil {
-		return c, err
-	}
-	if c.IdleTTL, err = parseSeconds(EnvIdleTTL, getenv(EnvIdleTTL)); err != nil {
-		return c, err
-	}
-	if v := getenv(EnvPersistent); v != "" {
-		if c.Persistent, err = strconv.ParseBool(v); err != nil {
-			return c, fmt.Errorf("%s=%q: want true or false", EnvPersistent, v)
-		}
-	}
-	return c.withDefaults(), nil
-}
-
-func parseSeconds(name, v string) (time.Duration, error) {
-	if v == "" {
-		return 0, nil
-	}
-	if n, err := strconv.Atoi(v); err == nil && n > 0 {
-		return time.Duration(n) * time.Second, nil
-	}
-	if d, err := time.ParseDuration(v); err == nil && d > 0 {
-		return d, nil
-	}
-	return 0, fmt.Errorf("%s=%q: want a positive number of seconds or a duration like 3m", name, v)
-}
 
 func (c Config) withDefaults() Config {
 	if c.Namespace == "" {

@@ -15,7 +15,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -67,6 +67,27 @@ type Config struct {
 	// SyncPaths and TaskFiles are host files or directories copied into the
 	// sandbox at the same path when it is claimed, read-only, never back.
 	SyncPaths, TaskFiles []string
+	// Cluster is the cluster backend's settings (table [cluster]).
+	Cluster Cluster
+}
+
+// Cluster is what the cluster backend is told; zero fields take the
+// backend's defaults. Its shutdownTime lead is IdleTTL's (one key).
+type Cluster struct {
+	// Kubeconfig is the kubeconfig file; empty means
+	// ~/.kube/agent-sandbox.yaml when it exists, else client-go's rules.
+	Kubeconfig string
+	// Context is the kubeconfig context; empty means its current one.
+	Context string
+	// Namespace holds the pool and the claims.
+	Namespace string
+	// Pool is the SandboxWarmPool to claim from.
+	Pool string
+	// ClaimTimeout bounds how long a claim may take to become Ready.
+	ClaimTimeout time.Duration
+	// Persistent makes a session key map to one claim, reused after a
+	// restart.
+	Persistent bool
 }
 
 // Defaults returns the built-in configuration.
@@ -80,6 +101,7 @@ func Defaults() Config {
 		Pids:         4096,
 		JournalSize:  1 << 30,
 		HostCommands: append([]string(nil), DefaultHostCommands...),
+		Cluster:      Cluster{Namespace: "sbx", ClaimTimeout: 180 * time.Second},
 	}
 }
 
@@ -107,32 +129,6 @@ func (e *Error) Error() string {
 	b.WriteString(": ")
 	b.WriteString(e.Msg)
 	return b.String()
-}
-
-// fileConfig is the TOML form. Pointers tell set keys from absent ones.
-// Every value is decoded as any and checked here, so that a value of the
-// wrong type is reported like any other bad value, with its key and line.
-type fileConfig struct {
-	Backend  *any `toml:"backend"`
-	Network  *any `toml:"network"`
-	IdleTTL  *any `toml:"idle_ttl"`
-	Timeout  *any `toml:"timeout"`
-	Memory   *any `toml:"memory"`
-	Disk     *any `toml:"disk"`
-	Pids     *any `toml:"pids"`
-	CodeDirs *any `toml:"code_dirs"`
-	// host_commands in the project's file may only drop entries.
-	HostCommands *any `toml:"host_commands"`
-	Exclude      *any `toml:"exclude"`
-	// forward_env in the project's file may only drop entries; env_skip may
-	// only add.
-	ForwardEnv *any `toml:"forward_env"`
-	EnvSkip    *any `toml:"env_skip"`
-	SyncPaths  *any `toml:"sync_paths"`
-	TaskFiles  *any `toml:"task_files"`
-	// journal_size only in the user's own file: a smaller journal is less
-	// of a safety net, not less of a risk.
-	JournalSize *any `toml:"journal_size"`
 }
 
 // Sources names where Load looks.
@@ -211,9 +207,8 @@ func applyFile(cfg *Config, path string, trusted bool) error {
 	if err != nil {
 		return &Error{Source: path, Msg: fmt.Sprintf("cannot read: %v", err)}
 	}
-	var fc fileConfig
-	md, err := toml.Decode(string(raw), &fc)
-	if err != nil {
+	var doc map[string]any
+	if _, err := toml.Decode(string(raw), &doc); err != nil {
 		var pe toml.ParseError
 		if errors.As(err, &pe) {
 			return &Error{Source: path, Line: pe.Position.Line, Key: pe.LastKey, Msg: pe.Message}
@@ -224,186 +219,66 @@ func applyFile(cfg *Config, path string, trusted bool) error {
 		}
 		return &Error{Source: path, Msg: err.Error()}
 	}
-	if und := md.Undecoded(); len(und) > 0 {
-		k := und[0].String()
-		return &Error{Source: path, Key: k, Line: lineOf(raw, und[0][len(und[0])-1]), Msg: "unknown key (known keys: " + strings.Join(knownKeys(), ", ") + ")"}
-	}
 	fail := func(key, msg string) error {
 		return &Error{Source: path, Key: key, Line: lineOf(raw, key), Msg: msg}
 	}
-	widen := func(key string) error {
-		return fail(key, "the project's .sbx.toml may only narrow what the sandbox may do; set this in your own "+UserFile()+", the environment or a flag")
-	}
-	if fc.Backend != nil {
-		if !trusted {
-			return widen("backend")
-		}
-		v, ok := (*fc.Backend).(string)
-		if !ok {
-			return fail("backend", "want a string such as \"local\"")
-		}
-		if err := checkBackend(v); err != nil {
-			return fail("backend", err.Error())
-		}
-		cfg.Backend = v
-	}
-	if fc.Network != nil {
-		v, ok := (*fc.Network).(string)
-		if !ok {
-			return fail("network", "want \"none\" or \"host\"")
-		}
-		if err := checkNetwork(v); err != nil {
-			return fail("network", err.Error())
-		}
-		if !trusted && v != "none" {
-			return widen("network")
-		}
-		cfg.Network = v
-	}
-	if fc.CodeDirs != nil {
-		if !trusted {
-			return widen("code_dirs")
-		}
-		list, ok := (*fc.CodeDirs).([]any)
-		if !ok {
-			return fail("code_dirs", "want a list of directory paths")
-		}
-		cfg.CodeDirs = nil
-		for _, x := range list {
-			d, ok := x.(string)
-			if !ok || d == "" {
-				return fail("code_dirs", "want a list of directory paths")
+	// Flatten one level of tables ([cluster] pool = ... is cluster.pool)
+	// and refuse what no key names.
+	vals := map[string]any{}
+	for _, name := range sortedKeys(doc) {
+		v := doc[name]
+		if tbl, ok := v.(map[string]any); ok && isTable(name) {
+			for _, sub := range sortedKeys(tbl) {
+				vals[name+"."+sub] = tbl[sub]
 			}
-			cfg.CodeDirs = append(cfg.CodeDirs, d)
-		}
-	}
-	if fc.HostCommands != nil {
-		list, ok := stringList(*fc.HostCommands)
-		if !ok {
-			return fail("host_commands", "want a list of command prefixes such as [\"git push\"]")
-		}
-		if !trusted {
-			for _, h := range list {
-				if !contains(cfg.HostCommands, h) {
-					return widen("host_commands")
-				}
-			}
-		}
-		cfg.HostCommands = list
-	}
-	if fc.ForwardEnv != nil {
-		list, ok := stringList(*fc.ForwardEnv)
-		if !ok {
-			return fail("forward_env", "want a list of variable names or globs")
-		}
-		if !trusted {
-			for _, h := range list {
-				if !contains(cfg.ForwardEnv, h) {
-					return widen("forward_env")
-				}
-			}
-		}
-		cfg.ForwardEnv = list
-	}
-	if fc.EnvSkip != nil {
-		list, ok := stringList(*fc.EnvSkip)
-		if !ok {
-			return fail("env_skip", "want a list of variable names or globs")
-		}
-		cfg.EnvSkip = append(cfg.EnvSkip, list...)
-	}
-	for _, l := range []struct {
-		key string
-		v   *any
-		dst *[]string
-	}{{"sync_paths", fc.SyncPaths, &cfg.SyncPaths}, {"task_files", fc.TaskFiles, &cfg.TaskFiles}} {
-		if l.v == nil {
 			continue
 		}
-		if !trusted {
-			return widen(l.key)
-		}
-		list, ok := stringList(*l.v)
-		if !ok {
-			return fail(l.key, "want a list of absolute host paths")
-		}
-		for _, p := range list {
-			if !filepath.IsAbs(p) {
-				return fail(l.key, fmt.Sprintf("%q is not an absolute path", p))
-			}
-		}
-		*l.dst = list
+		vals[name] = v
 	}
-	if fc.Exclude != nil {
-		list, ok := stringList(*fc.Exclude)
-		if !ok {
-			return fail("exclude", "want a list of patterns")
+	for _, name := range sortedKeys(vals) {
+		if k := Lookup(name); k == nil || k.Sources&UserFileSource == 0 {
+			return fail(name, "unknown key (known keys: "+strings.Join(knownKeys(), ", ")+")")
 		}
-		// Excluding more keeps more in the sandbox: a narrowing, allowed to
-		// the project's file too.
-		cfg.Exclude = append(cfg.Exclude, list...)
 	}
-	for _, d := range []struct {
-		key string
-		v   *any
-		dst *time.Duration
-	}{{"idle_ttl", fc.IdleTTL, &cfg.IdleTTL}, {"timeout", fc.Timeout, &cfg.Timeout}} {
-		if d.v == nil {
+	for _, k := range Keys {
+		v, ok := vals[k.Name]
+		if !ok {
 			continue
 		}
-		dur, err := durationValue(*d.v)
+		if !trusted && k.narrows == nil {
+			return fail(k.Name, "the project's .sbx.toml may only narrow what the sandbox may do; set this in your own "+UserFile()+", the environment or a flag")
+		}
+		x, err := k.parse(v)
 		if err != nil {
-			return fail(d.key, err.Error())
+			return fail(k.Name, err.Error())
 		}
-		if !trusted && !narrower(int64(dur), int64(*d.dst)) {
-			return widen(d.key)
+		if !trusted && !k.narrows(k.get(cfg), x) {
+			return fail(k.Name, "the project's .sbx.toml may only narrow what the sandbox may do (here: "+k.Narrow+"); set this in your own "+UserFile()+", the environment or a flag")
 		}
-		*d.dst = dur
-	}
-	if fc.Memory != nil {
-		n, err := sizeValue(*fc.Memory)
-		if err != nil {
-			return fail("memory", err.Error())
+		if err := k.apply(cfg, v); err != nil {
+			return fail(k.Name, err.Error())
 		}
-		if !trusted && !narrower(n, cfg.Memory) {
-			return widen("memory")
-		}
-		cfg.Memory = n
-	}
-	if fc.JournalSize != nil {
-		if !trusted {
-			return widen("journal_size")
-		}
-		n, err := sizeValue(*fc.JournalSize)
-		if err != nil {
-			return fail("journal_size", err.Error())
-		}
-		cfg.JournalSize = n
-	}
-	if fc.Disk != nil {
-		n, err := sizeValue(*fc.Disk)
-		if err != nil {
-			return fail("disk", err.Error())
-		}
-		if !trusted && !narrower(n, cfg.Disk) {
-			return widen("disk")
-		}
-		cfg.Disk = n
-	}
-	if fc.Pids != nil {
-		n, ok := (*fc.Pids).(int64)
-		if !ok || n < 0 || n > 1<<22 {
-			return fail("pids", fmt.Sprintf("%v is not a process count (0 for no limit)", *fc.Pids))
-		}
-		if n > 0 && n < MinPids {
-			return fail("pids", fmt.Sprintf("%d is below %d: the sandbox's own init and workers need up to ~32 of them (0 for no limit)", n, MinPids))
-		}
-		if !trusted && !narrower(n, int64(cfg.Pids)) {
-			return widen("pids")
-		}
-		cfg.Pids = int(n)
 	}
 	return nil
+}
+
+// isTable reports whether name is a table of keys (cluster).
+func isTable(name string) bool {
+	for _, k := range Keys {
+		if strings.HasPrefix(k.Name, name+".") {
+			return true
+		}
+	}
+	return false
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // narrower reports whether limit v is at most cur, where 0 means unlimited.
@@ -440,16 +315,23 @@ func contains(list []string, s string) bool {
 }
 
 func knownKeys() []string {
-	t := reflect.TypeOf(fileConfig{})
-	keys := make([]string, t.NumField())
-	for i := range keys {
-		keys[i] = t.Field(i).Tag.Get("toml")
+	keys := make([]string, len(Keys))
+	for i, k := range Keys {
+		keys[i] = k.Name
 	}
 	return keys
 }
 
-// lineOf finds the line where key is set, for error messages.
+// lineOf finds the line where key is set, for error messages: a dotted
+// key as written, else its last part (set inside its [table]).
 func lineOf(raw []byte, key string) int {
+	if n := lineOfKey(raw, key); n > 0 || !strings.Contains(key, ".") {
+		return n
+	}
+	return lineOfKey(raw, key[strings.LastIndex(key, ".")+1:])
+}
+
+func lineOfKey(raw []byte, key string) int {
 	for i, line := range strings.Split(string(raw), "\n") {
 		l := strings.TrimSpace(line)
 		l = strings.Trim(l, `"'`)
@@ -544,31 +426,6 @@ func ParseSize(s string) (int64, error) {
 	return n * mult, nil
 }
 
-// envKeys maps each environment variable to the key it sets.
-var envKeys = []struct{ name, key string }{
-	{"SBX_BACKEND", "backend"},
-	{"SBX_NETWORK", "network"},
-	{"AGENT_SANDBOX_IDLE_TTL", "idle_ttl"},
-	{"SBX_IDLE_TTL", "idle_ttl"},
-	{"SBX_TIMEOUT", "timeout"},
-	{"SBX_MEMORY", "memory"},
-	{"SBX_DISK", "disk"},
-	{"SBX_PIDS", "pids"},
-	{"SBX_JOURNAL_SIZE", "journal_size"},
-	{"AGENT_SANDBOX_CODE_DIRS", "code_dirs"},
-	{"SBX_CODE_DIRS", "code_dirs"},
-	{"AGENT_SANDBOX_HOST_COMMANDS", "host_commands"},
-	{"SBX_HOST_COMMANDS", "host_commands"},
-	{"AGENT_SANDBOX_FORWARD_ENV", "forward_env"},
-	{"SBX_FORWARD_ENV", "forward_env"},
-	{"AGENT_SANDBOX_ENV_SKIP", "env_skip"},
-	{"SBX_ENV_SKIP", "env_skip"},
-	{"AGENT_SANDBOX_SYNC_PATHS", "sync_paths"},
-	{"SBX_SYNC_PATHS", "sync_paths"},
-	{"AGENT_SANDBOX_TASK_FILES", "task_files"},
-	{"SBX_TASK_FILES", "task_files"},
-}
-
 func applyEnv(cfg *Config, env []string) error {
 	vals := map[string]string{}
 	for _, kv := range env {
@@ -576,103 +433,67 @@ func applyEnv(cfg *Config, env []string) error {
 			vals[k] = v
 		}
 	}
-	for _, e := range envKeys {
-		v, ok := vals[e.name]
-		if !ok || v == "" {
-			continue
-		}
-		if err := cfg.Set(e.key, v); err != nil {
-			return &Error{Source: "environment", Key: e.name, Msg: err.Error()}
+	for _, k := range Keys {
+		for _, name := range k.Env {
+			// An empty variable is an unset one.
+			v, ok := vals[name]
+			if !ok || v == "" {
+				continue
+			}
+			if err := k.apply(cfg, text(v)); err != nil {
+				return &Error{Source: "environment", Key: name, Msg: err.Error()}
+			}
 		}
 	}
 	return nil
 }
 
-// Set sets one key from its text form, as the environment and flags give it.
+// Set sets one key from its text form, as the environment gives it
+// (lists split as the README says), replacing or, for an Append key,
+// adding to its value.
 func (c *Config) Set(key, v string) error {
-	switch key {
-	case "backend":
-		if err := checkBackend(v); err != nil {
-			return err
+	k := Lookup(key)
+	if k == nil {
+		return fmt.Errorf("unknown key %q (known keys: %s)", key, strings.Join(knownKeys(), ", "))
+	}
+	return k.apply(c, text(v))
+}
+
+// SetFlag sets the key whose flag is flag ("--timeout") from the flag's
+// value; the error is a *Error naming the flag.
+func (c *Config) SetFlag(flag, v string) error {
+	k := flagKey(flag)
+	if k == nil {
+		return &Error{Source: "flags", Key: flag, Msg: "no configuration key has this flag"}
+	}
+	if err := k.apply(c, text(v)); err != nil {
+		return &Error{Source: "flags", Key: flag, Msg: err.Error()}
+	}
+	return nil
+}
+
+// SetFlagList sets the list key whose repeatable flag is flag from the
+// flag's values, one element each; an empty element is an error.
+func (c *Config) SetFlagList(flag string, vs []string) error {
+	k := flagKey(flag)
+	if k == nil {
+		return &Error{Source: "flags", Key: flag, Msg: "no configuration key has this flag"}
+	}
+	list := make([]any, len(vs))
+	for i, v := range vs {
+		list[i] = v
+	}
+	if err := k.apply(c, list); err != nil {
+		return &Error{Source: "flags", Key: flag, Msg: fmt.Sprintf("%v (each %s takes one non-empty value)", err, flag)}
+	}
+	return nil
+}
+
+func flagKey(flag string) *Key {
+	for _, k := range Keys {
+		if k.Flag == flag && k.Sources&FlagSource != 0 {
+			return k
 		}
-		c.Backend = v
-	case "network":
-		if err := checkNetwork(v); err != nil {
-			return err
-		}
-		c.Network = v
-	case "idle_ttl", "timeout":
-		d, err := ParseDuration(v)
-		if err != nil {
-			return err
-		}
-		if key == "idle_ttl" {
-			c.IdleTTL = d
-		} else {
-			c.Timeout = d
-		}
-	case "memory":
-		n, err := ParseSize(v)
-		if err != nil {
-			return err
-		}
-		c.Memory = n
-	case "disk":
-		n, err := ParseSize(v)
-		if err != nil {
-			return err
-		}
-		c.Disk = n
-	case "journal_size":
-		n, err := ParseSize(v)
-		if err != nil {
-			return err
-		}
-		c.JournalSize = n
-	case "pids":
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return fmt.Errorf("%q is not a process count", v)
-		}
-		if n > 0 && n < MinPids {
-			return fmt.Errorf("%d is below %d: the sandbox's own init and workers need up to ~32 of them (0 for no limit)", n, MinPids)
-		}
-		c.Pids = n
-	case "code_dirs":
-		c.CodeDirs = filepath.SplitList(v)
-	case "forward_env", "env_skip":
-		// Comma- or space-separated names and globs.
-		list := strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' })
-		if key == "forward_env" {
-			c.ForwardEnv = list
-		} else {
-			c.EnvSkip = list
-		}
-	case "sync_paths", "task_files":
-		list := filepath.SplitList(v)
-		for _, p := range list {
-			if !filepath.IsAbs(p) {
-				return fmt.Errorf("%q is not an absolute path", p)
-			}
-		}
-		if key == "sync_paths" {
-			c.SyncPaths = list
-		} else {
-			c.TaskFiles = list
-		}
-	case "host_commands":
-		// Comma-separated; "none" means nothing runs on the host.
-		c.HostCommands = []string{}
-		if strings.TrimSpace(v) == "none" {
-			return nil
-		}
-		for _, h := range strings.Split(v, ",") {
-			if h = strings.TrimSpace(h); h != "" {
-				c.HostCommands = append(c.HostCommands, h)
-			}
-		}
-	default:
-		return fmt.Errorf("unknown key %q", key)
 	}
 	return nil
 }

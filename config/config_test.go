@@ -158,7 +158,7 @@ func TestParseSizeAndDuration(t *testing.T) {
 }
 
 func FuzzLoad(f *testing.F) {
-	for _, seed := range []string{"network = \"none\"\n", "memory = \"4GiB\"\npids = 3\n", "[x]\n", "idle_ttl = 60\n", "a = [\n"} {
+	for _, seed := range []string{"network = \"none\"\n", "memory = \"4GiB\"\npids = 3\n", "[x]\n", "idle_ttl = 60\n", "a = [\n", "[cluster]\npool = \"p\"\n"} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, content string) {
@@ -182,7 +182,7 @@ func FuzzLoad(f *testing.F) {
 				t.Fatalf("project file added host command %q", h)
 			}
 		}
-		if cfg.Backend != d.Backend || cfg.Network != "none" || cfg.CodeDirs != nil ||
+		if cfg.Backend != d.Backend || cfg.Network != "none" || cfg.CodeDirs != nil || cfg.Cluster != d.Cluster ||
 			!narrower(cfg.Memory, d.Memory) || !narrower(int64(cfg.Pids), int64(d.Pids)) || !narrower(int64(cfg.IdleTTL), int64(d.IdleTTL)) {
 			t.Fatalf("project file widened the config: %+v", cfg)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sbx-sh/sbx/cluster"
 	"github.com/sbx-sh/sbx/config"
+	"github.com/sbx-sh/sbx/internal/app"
 	"github.com/sbx-sh/sbx/local"
 )
 
@@ -37,11 +38,11 @@ func (c *cli) doctor(ctx context.Context, args []string) int {
 			checks = append(checks, layerChecks(ctx)...)
 		}
 	case "cluster":
-		cfg, err := cluster.LoadConfig(os.Getenv)
+		cfg, err := config.Load(config.Sources{})
 		if err != nil {
-			checks = append(checks, cluster.Check{Name: "configuration", Detail: err.Error(), Fix: "fix the AGENT_SANDBOX_* variable named"})
+			checks = append(checks, cluster.Check{Name: "configuration", Detail: err.Error(), Fix: "fix the key or variable named"})
 		} else {
-			checks = cluster.Doctor(ctx, cfg)
+			checks = cluster.Doctor(ctx, app.ClusterConfig(cfg, app.Server))
 		}
 	default:
 		fmt.Fprintf(c.stderr, "sbx: error: --backend %q: want local or cluster\n", *backend)

@@ -129,7 +129,7 @@ func Setup(f Flags, kind Kind, log *slog.Logger) (*Env, error) {
 		// A command runs where the user is; a server starts in a code dir.
 		return nil, fmt.Errorf("the current directory %s is not inside a code dir (%s): cd into one, or pass --code-dir", cwd, strings.Join(codeDirs, ", "))
 	}
-	prov, persistent, err := NewProvider(cfg.Backend, kind, log)
+	prov, persistent, err := NewProvider(cfg, kind, log)
 	if err != nil {
 		return nil, err
 	}
@@ -151,25 +151,36 @@ func Setup(f Flags, kind Kind, log *slog.Logger) (*Env, error) {
 	return e, nil
 }
 
-// applyFlags sets what the flags say over the configuration.
+// applyFlags sets what the flags say over the configuration, through the
+// keys' own parsers (config.Keys).
 func applyFlags(cfg *config.Config, f Flags) error {
 	if f.Net {
-		cfg.Network = "host"
+		if err := cfg.SetFlag("--net", "host"); err != nil {
+			return err
+		}
 	}
-	if f.HostCommands != nil {
-		cfg.HostCommands = f.HostCommands
+	for _, l := range []struct {
+		flag string
+		list []string
+	}{{"--code-dir", f.CodeDirs}, {"--host-command", f.HostCommands}} {
+		if l.list == nil {
+			continue
+		}
+		if err := cfg.SetFlagList(l.flag, l.list); err != nil {
+			return err
+		}
 	}
-	for _, kv := range []struct{ key, flag, value string }{
-		{"timeout", "--timeout", f.Timeout},
-		{"idle_ttl", "--idle-ttl", f.IdleTTL},
-		{"disk", "--disk", f.Disk},
-		{"backend", "--backend", f.Backend},
+	for _, kv := range []struct{ flag, value string }{
+		{"--timeout", f.Timeout},
+		{"--idle-ttl", f.IdleTTL},
+		{"--disk", f.Disk},
+		{"--backend", f.Backend},
 	} {
 		if kv.value == "" {
 			continue
 		}
-		if err := cfg.Set(kv.key, kv.value); err != nil {
-			return &config.Error{Source: "flags", Key: kv.flag, Msg: err.Error()}
+		if err := cfg.SetFlag(kv.flag, kv.value); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -187,7 +198,7 @@ func Manager(kind Kind, log *slog.Logger) (*session.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	prov, _, err := NewProvider(cfg.Backend, kind, log)
+	prov, _, err := NewProvider(cfg, kind, log)
 	if err != nil {
 		return nil, err
 	}
@@ -202,29 +213,40 @@ func newManager(root string, prov sandbox.Provider, cfg config.Config, log *slog
 	return m
 }
 
-// NewProvider is the backend named by backend ("cluster", else local), and
+// NewProvider is the backend cfg names ("cluster", else local), and
 // whether its sessions are persistent (a cluster session reattached by
 // name after a restart).
-func NewProvider(backend string, kind Kind, log *slog.Logger) (sandbox.Provider, bool, error) {
-	if backend != "cluster" {
+func NewProvider(cfg config.Config, kind Kind, log *slog.Logger) (sandbox.Provider, bool, error) {
+	if cfg.Backend != "cluster" {
 		return &local.Provider{Version: version.String()}, false, nil
 	}
-	p, cfg, err := NewClusterProvider(kind, log)
-	if err != nil {
-		return nil, false, err
-	}
-	return p, cfg.Persistent, nil
+	cc := ClusterConfig(cfg, kind)
+	return cluster.New(cc, log), cc.Persistent, nil
 }
 
-// NewClusterProvider is the cluster backend configured from the
-// AGENT_SANDBOX_* environment, with a relay for a process per command.
-func NewClusterProvider(kind Kind, log *slog.Logger) (*cluster.Provider, cluster.Config, error) {
-	cfg, err := cluster.LoadConfig(os.Getenv)
-	if err != nil {
-		return nil, cfg, err
+// ClusterConfig is the cluster backend's configuration from cfg's
+// cluster.* keys, with a relay for a process per command. The lead of the
+// claims' shutdownTime is cfg's idle_ttl (one key; zero: the backend's
+// default).
+func ClusterConfig(cfg config.Config, kind Kind) cluster.Config {
+	c := cfg.Cluster
+	return cluster.Config{
+		Kubeconfig: c.Kubeconfig, Context: c.Context, Namespace: c.Namespace, Pool: c.Pool,
+		ClaimTimeout: c.ClaimTimeout, IdleTTL: cfg.IdleTTL, Persistent: c.Persistent,
+		Relay: kind == PerCommand,
 	}
-	cfg.Relay = kind == PerCommand
-	return cluster.New(cfg, log), cfg, nil
+}
+
+// NewClusterProvider is the cluster backend configured by the user's
+// config and the environment (cluster.* keys, AGENT_SANDBOX_*), with a
+// relay for a process per command.
+func NewClusterProvider(kind Kind, log *slog.Logger) (*cluster.Provider, cluster.Config, error) {
+	cfg, err := config.Load(config.Sources{})
+	if err != nil {
+		return nil, cluster.Config{}, err
+	}
+	cc := ClusterConfig(cfg, kind)
+	return cluster.New(cc, log), cc, nil
 }
 
 // JournalSize is the journal cap the sync uses: config 0 keeps no content.
