@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	gosync "sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -29,6 +30,12 @@ type Entry struct {
 	// miss a later change (the file was modified within racyWindow of the
 	// scan, or changed identity).
 	Hash string `json:"h,omitempty"`
+	// Verified says Hash was read from the file by a scan that found it no
+	// longer racy: a later change would show in its size, mtime or ctime,
+	// so later scans carry Hash over without reading the file. A hash taken
+	// while the file was racy (or computed as sbx wrote it) is read once
+	// more by the first scan that finds the file settled. Same ignores it.
+	Verified bool `json:"v,omitempty"`
 }
 
 // Manifest maps slash-separated paths relative to a tree's root to entries.
@@ -114,17 +121,28 @@ func (s *Scanner) Scan(root string, prev Manifest) (Manifest, error) {
 		if !e.Mode.IsRegular() {
 			continue
 		}
-		old, had := prev[p]
-		need := e.MTime >= racy
-		if had && old.Mode == e.Mode && old.Size == e.Size && old.MTime == e.MTime &&
-			(old.Hash != "" || (old.Ino != 0 && old.Ino != e.Ino) || (old.CTime != 0 && old.CTime != e.CTime)) {
-			need = true
-		}
-		if need {
+		if e.MTime >= racy {
+			// It may still change within its mtime's tick.
 			toHash = append(toHash, p)
+			continue
+		}
+		old, had := prev[p]
+		if !had || old.Mode != e.Mode || old.Size != e.Size || old.MTime != e.MTime {
+			continue // a change the stat shows: no hash needed to see it
+		}
+		moved := (old.Ino != 0 && old.Ino != e.Ino) || (old.CTime != 0 && old.CTime != e.CTime)
+		switch {
+		case moved || (old.Hash != "" && !old.Verified):
+			// Replaced under the same size and mtime, or hashed while
+			// racy: read once more, now that it is settled.
+			toHash = append(toHash, p)
+		case old.Hash != "":
+			// Hashed when settled, and nothing of its stat changed since.
+			e.Hash, e.Verified = old.Hash, true
+			w.out[p] = e
 		}
 	}
-	if err := hashAll(root, w.out, prev, toHash, workers); err != nil {
+	if err := hashAll(root, w.out, prev, toHash, racy, workers); err != nil {
 		return nil, err
 	}
 	return w.out, nil
@@ -260,7 +278,9 @@ func entryOf(fi fs.FileInfo) (Entry, bool) {
 	return e, true
 }
 
-func hashAll(root string, m, prev Manifest, paths []string, workers int) error {
+// hashAll hashes paths into m; a hash of a file whose mtime is before racy
+// is Verified.
+func hashAll(root string, m, prev Manifest, paths []string, racy int64, workers int) error {
 	if len(paths) == 0 {
 		return nil
 	}
@@ -285,9 +305,10 @@ func hashAll(root string, m, prev Manifest, paths []string, workers int) error {
 					delete(m, p) // gone now: the next scan sees it
 				default:
 					e := m[p]
-					e.Hash = h
+					e.Hash, e.Verified = h, e.MTime < racy
 					m[p] = e
 				}
+				hashedFiles.Add(1)
 				mu.Unlock()
 			}
 		}()
@@ -299,6 +320,9 @@ func hashAll(root string, m, prev Manifest, paths []string, workers int) error {
 	wg.Wait()
 	return nil
 }
+
+// hashedFiles counts the files scans have read to hash (for tests).
+var hashedFiles atomic.Int64
 
 func hadFile(m Manifest, p string) bool {
 	e, ok := m[p]
