@@ -90,7 +90,11 @@ const renewMinInterval = 5 * time.Second
 // gives an error wrapping sandbox.ErrLost.
 func (s *Sandbox) Renew(ctx context.Context) error {
 	s.mu.Lock()
-	due := time.Until(s.shutdown) < s.ttl/2 && time.Since(s.lastRenew) >= renewMinInterval
+	// Past its shutdownTime the claim is expiring or gone: ask the API
+	// whatever the interval, so that no command runs in a sandbox whose
+	// claim was deleted (its pod may still be terminating, and reachable).
+	expired := !s.shutdown.IsZero() && !time.Now().Before(s.shutdown)
+	due := expired || (time.Until(s.shutdown) < s.ttl/2 && time.Since(s.lastRenew) >= renewMinInterval)
 	s.mu.Unlock()
 	if !due {
 		return nil
@@ -106,12 +110,16 @@ func (s *Sandbox) RenewNow(ctx context.Context) error {
 	}
 	t := time.Now().Add(s.ttl).UTC().Truncate(time.Second)
 	patch := fmt.Sprintf(`{"spec":{"lifecycle":{"shutdownTime":%q}}}`, t.Format(time.RFC3339))
-	_, err = a.claims(s.ns).Patch(ctx, s.claim, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	obj, err := a.claims(s.ns).Patch(ctx, s.claim, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("%w: claim %s no longer exists (expired or deleted)", sandbox.ErrLost, s.claim)
 	}
 	if err != nil {
 		return apiError(err, a.server, "patch", "sandboxclaims."+GroupExtensions, s.ns)
+	}
+	if obj.GetDeletionTimestamp() != nil {
+		// Being deleted (finalizers hold it): as good as gone.
+		return fmt.Errorf("%w: claim %s is being deleted (expired or released)", sandbox.ErrLost, s.claim)
 	}
 	s.mu.Lock()
 	s.shutdown, s.lastRenew = t, time.Now()
