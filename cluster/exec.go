@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -40,8 +39,16 @@ import (
 // pod, so their order is exact.
 //
 // A timeout or a cancellation runs killTree: a second exec of killScript.
-// Both use killFunc. It is the one place to swap for the in-sandbox sync
-// helper later.
+// Both use killFunc.
+//
+// The wrapper is the fallback for a pod that no helper can run in (sbx has
+// no static helper binary to upload) and a command without a sync: every
+// other command goes through the in-pod helper, whose run is the one the
+// local backend's worker has too (internal/runner). The wrapper keeps to the
+// same contract, exit codes and signal names (sandbox.SignalName) included;
+// the shell's own lookup finds the program (env -i's execvp: without a PATH
+// in cmd.Env that is libc's default path, not sandbox.DefaultPath), and a
+// working directory that cannot be entered exits 125.
 //
 // killFunc kills the process tree of a command, given its session id and
 // exec id: every process in the command's session, every process that still
@@ -65,7 +72,7 @@ const killFunc = `sbx_kill() {
     for p in /proc/[0-9]*; do
       q=${p#/proc/}
       case "$pids" in *" $q "*) continue ;; esac
-      read -r s <"$p/stat" 2>/dev/null || continue
+      read -r s 2>/dev/null <"$p/stat" || continue
       s=${s##*\)}
       set -- $s
       hit=""
@@ -260,7 +267,7 @@ func (s *Sandbox) result(ctx context.Context, err error, start time.Time, finish
 	if code := exitCode(err); code >= 0 {
 		res.ExitCode = code
 		if code > 128 && code < 128+65 {
-			res.Signal = signalName(code - 128)
+			res.Signal = sandbox.SignalName(code - 128)
 		}
 		return res, nil
 	}
@@ -276,14 +283,6 @@ func (s *Sandbox) result(ctx context.Context, err error, start time.Time, finish
 func refusedBeforeStart(err error) bool {
 	var se apierrors.APIStatus
 	return errors.As(err, &se) || strings.Contains(err.Error(), "unable to upgrade")
-}
-
-func signalName(n int) string {
-	names := map[int]string{1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 6: "SIGABRT", 9: "SIGKILL", 13: "SIGPIPE", 15: "SIGTERM"}
-	if s, ok := names[n]; ok {
-		return s
-	}
-	return "signal " + strconv.Itoa(n)
 }
 
 // renewWhile renews the claim in the background while a long command runs.

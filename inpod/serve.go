@@ -3,7 +3,6 @@ package inpod
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,8 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sbx-sh/sbx/internal/runner"
 	"github.com/sbx-sh/sbx/sandbox"
-	sbxsync "github.com/sbx-sh/sbx/sync"
 )
 
 // Main runs the helper when this binary was started as one ("__inpod"
@@ -52,136 +51,65 @@ func Serve(in io.Reader, out io.Writer) int {
 	br := bufio.NewReaderSize(in, 64<<10)
 	line, err := br.ReadBytes('\n')
 	if err != nil {
-		return fail(126, false, fmt.Errorf("read request: %w", err))
+		return fail(runner.CannotRun, false, fmt.Errorf("read request: %w", err))
 	}
 	var h Header
 	if err := json.Unmarshal(line, &h); err != nil {
-		return fail(126, false, fmt.Errorf("parse request: %w", err))
+		return fail(runner.CannotRun, false, fmt.Errorf("parse request: %w", err))
 	}
 	if h.Version != Version {
-		return fail(126, false, fmt.Errorf("helper %s, host wants %s", Version, h.Version))
-	}
-	var helper *sbxsync.Helper
-	if len(h.Sync) > 0 {
-		var req sbxsync.HelperRequest
-		if err := json.Unmarshal(h.Sync, &req); err != nil {
-			return fail(126, false, err)
-		}
-		if req.StateDir == "" {
-			req.StateDir = filepath.Join(sandbox.RunDir, "sync")
-		}
-		if helper, err = sbxsync.NewHelper(req); err == nil {
-			err = helper.Apply(exactReader{br})
-		}
-		if err != nil {
-			return fail(126, false, fmt.Errorf("sync into the sandbox: %w", err))
-		}
+		return fail(runner.CannotRun, false, fmt.Errorf("helper %s, host wants %s", Version, h.Version))
 	}
 	// Orphans of the command come to us, so its whole tree stays findable.
 	if err := setSubreaper(); err != nil {
-		return fail(126, false, err)
+		return fail(runner.CannotRun, false, err)
 	}
 	os.MkdirAll(sandbox.RunDir, 0o700)
-	pidFile := ""
 	if h.ID != "" && !strings.ContainsAny(h.ID, "/.") {
-		pidFile = filepath.Join(sandbox.RunDir, "cmd-"+h.ID+".pid")
+		pidFile := filepath.Join(sandbox.RunDir, "cmd-"+h.ID+".pid")
 		os.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())), 0o600)
 		defer os.Remove(pidFile)
 	}
-	cmd := exec.Command(h.Argv[0], h.Argv[1:]...)
-	if lp, err := lookPath(h.Argv[0], h.Env); err == nil {
-		cmd.Path = lp
-		cmd.Err = nil
-	} else {
-		return fail(127, false, err)
-	}
-	// Exactly the host's list: a nil Env would hand the command the
-	// helper's own environment.
-	cmd.Env, cmd.Dir = append(make([]string, 0, len(h.Env)), h.Env...), h.Dir
 	for _, kv := range h.Env {
 		if home, ok := strings.CutPrefix(kv, "HOME="); ok && home != "" {
 			os.MkdirAll(home, 0o700) // an image without the sandbox user's home
 		}
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	rc := &runner.Cmd{
+		Argv: h.Argv, Dir: h.Dir, Env: h.Env,
+		Stdout: stream{fw, frameStdout}, Stderr: stream{fw, frameStderr},
+		Timeout: time.Duration(h.TimeoutMS) * time.Millisecond,
+		// The push and then the command's stdin come on in.
+		Sync: h.Sync, SyncStateDir: filepath.Join(sandbox.RunDir, "sync"), Push: exactReader{br},
+		Pull: stream{fw, framePull},
+	}
 	if h.Stdin {
-		cmd.Stdin = br
+		rc.Stdin = br
 	}
-	cmd.Stdout = stream{fw, frameStdout}
-	cmd.Stderr = stream{fw, frameStderr}
 	if h.StderrToStdout {
-		cmd.Stderr = cmd.Stdout
+		rc.Stderr = rc.Stdout
 	}
-	var fd3r *os.File
 	if h.Fd3 {
-		r, w, err := os.Pipe()
-		if err != nil {
-			return fail(126, false, err)
-		}
-		cmd.ExtraFiles = []*os.File{w}
-		fd3r = r
-		defer w.Close()
+		rc.Fd3 = stream{fw, frameFd3} // bounded by the runner
 	}
-	if err := cmd.Start(); err != nil {
-		code := 126
-		if errors.Is(err, os.ErrNotExist) {
-			code = 127
-		}
-		return fail(code, false, err)
-	}
-	fd3done := make(chan struct{})
-	if fd3r != nil {
-		cmd.ExtraFiles[0].Close()
-		go func() {
-			// Past the bound it is drained: nothing more crosses to the
-			// host.
-			io.Copy(sandbox.Fd3Writer(stream{fw, frameFd3}), fd3r)
-			close(fd3done)
-		}()
-	} else {
-		close(fd3done)
-	}
-	var timeout <-chan time.Time
-	if h.TimeoutMS > 0 {
-		t := time.NewTimer(time.Duration(h.TimeoutMS) * time.Millisecond)
-		defer t.Stop()
-		timeout = t.C
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var e Exit
-	e.Started = true
-	select {
-	case <-done:
-	case <-timeout:
-		e.TimedOut = true
-		killTree(os.Getpid())
-		<-done
-	}
-	// Whatever the command left behind goes with it.
-	killTree(os.Getpid())
-	<-fd3done
-	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
-		switch {
-		case ws.Exited():
-			e.ExitCode = ws.ExitStatus()
-		case ws.Signaled():
-			e.ExitCode = 128 + int(ws.Signal())
-			e.Signal = ws.Signal().String()
-		}
-	}
-	if e.TimedOut {
-		e.ExitCode = 124
-	}
-	if helper != nil {
-		reply := helper.Collect(stream{fw, framePull})
-		reply.Bound()
-		e.SyncReply, _ = json.Marshal(reply)
-	}
-	raw, _ := json.Marshal(e)
+	r := runner.Run(rc, helperIsolation{})
+	raw, _ := json.Marshal(Exit{ExitCode: r.ExitCode, TimedOut: r.TimedOut, Signal: r.Signal, Started: r.Started, Error: r.Error, SyncReply: r.SyncReply})
 	fw.frame(frameExit, raw)
 	return 0
 }
+
+// helperIsolation is the helper's part of a command: a process group of its
+// own, and the helper a child subreaper, so that the command's whole tree
+// (children that called setsid included) stays among the helper's
+// descendants, which KillTree finds in /proc.
+type helperIsolation struct{}
+
+func (helperIsolation) SysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
+func (helperIsolation) Started(int)                       {}
+func (helperIsolation) Wait(cmd *exec.Cmd) (syscall.WaitStatus, error) {
+	return runner.WaitStatus(cmd)
+}
+func (helperIsolation) KillTree() { killTree(os.Getpid()) }
 
 // exactReader hides bufio's ReadFrom tricks; it only forwards Read.
 type exactReader struct{ r io.Reader }
@@ -259,31 +187,4 @@ func descendants(pid int) []int {
 		}
 	}
 	return out
-}
-
-// defaultPath is searched when the command's environment has no PATH, as
-// execvp does.
-const defaultPath = "/usr/local/bin:/usr/bin:/bin"
-
-// lookPath finds a program on the command's own PATH.
-func lookPath(name string, env []string) (string, error) {
-	if strings.Contains(name, "/") {
-		return name, nil
-	}
-	path := defaultPath
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			path = v
-		}
-	}
-	for _, dir := range filepath.SplitList(path) {
-		if dir == "" {
-			dir = "."
-		}
-		p := filepath.Join(dir, name)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%s: command not found", name)
 }

@@ -150,14 +150,8 @@ func (s *server) exec(c *conn, req *request, files []*os.File) {
 		c.writeFrame(reply{Done: true, Error: "empty argv"})
 		return
 	}
+	// The worker looks the program up on the command's PATH (runner.Run).
 	wreq := workerExec{Argv: req.Argv, Env: req.Env, Dir: req.Dir, TTY: req.TTY, Fds: req.Fds, StderrToStdout: req.StderrToStdout, Sync: req.Sync}
-	if lp, err := lookPath(req.Argv[0], req.Env); err == nil {
-		wreq.Path = lp
-	} else {
-		closeAll(files)
-		c.writeFrame(reply{Done: true, ExitCode: 127, Error: err.Error()})
-		return
-	}
 	start := time.Now()
 	w, err := s.handOff(&wreq, files)
 	closeAll(files)
@@ -354,42 +348,4 @@ func (s *server) putWorker(w *worker) {
 		return
 	}
 	s.idle = append(s.idle, w)
-}
-
-// lookPath finds a program on the command's own PATH, not the init's, or
-// on sandbox.DefaultPath when it has none, as execvp does.
-func lookPath(name string, env []string) (string, error) {
-	for i := len(name) - 1; i >= 0; i-- {
-		if name[i] == '/' {
-			return name, nil
-		}
-	}
-	path := sandbox.DefaultPath
-	for _, kv := range env {
-		if len(kv) > 5 && kv[:5] == "PATH=" {
-			path = kv[5:]
-		}
-	}
-	for _, dir := range splitList(path) {
-		if dir == "" {
-			dir = "."
-		}
-		p := dir + "/" + name
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%s: command not found", name)
-}
-
-func splitList(path string) []string {
-	var out []string
-	start := 0
-	for i := 0; i <= len(path); i++ {
-		if i == len(path) || path[i] == ':' {
-			out = append(out, path[start:i])
-			start = i + 1
-		}
-	}
-	return out
 }

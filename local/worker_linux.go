@@ -4,16 +4,16 @@ package local
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
-	sbxsync "github.com/sbx-sh/sbx/sync"
+	"github.com/sbx-sh/sbx/internal/runner"
 )
 
 // A worker is pid 1 of a pid namespace of its own (in a user namespace of its
@@ -33,7 +33,6 @@ import (
 
 // workerExec is what the init sends a worker for one command.
 type workerExec struct {
-	Path           string   `json:"path"`
 	Argv           []string `json:"argv"`
 	Env            []string `json:"env"`
 	Dir            string   `json:"dir"`
@@ -123,7 +122,8 @@ func runWorker() int {
 }
 
 // runOne runs one command to its end and clears the namespace after it. It
-// tells the init on c once the command runs.
+// tells the init on c once the command runs. The run itself is the runner's;
+// the worker adds its isolation (workerIsolation).
 func runOne(c *conn, req *workerExec, files []*os.File) reply {
 	defer closeAll(files)
 	stdio := map[string]*os.File{}
@@ -132,92 +132,89 @@ func runOne(c *conn, req *workerExec, files []*os.File) reply {
 			stdio[name] = files[i]
 		}
 	}
-	devnull, err := os.OpenFile("/dev/null", os.O_RDWR, 0)
-	if err != nil {
-		return reply{Done: true, ExitCode: 126, Error: err.Error()}
+	rc := &runner.Cmd{Argv: req.Argv, Dir: req.Dir, Env: req.Env, Sync: req.Sync, PushEnds: true}
+	// A missing stream is /dev/null.
+	if f, ok := stdio["stdin"]; ok {
+		rc.Stdin = f
 	}
-	defer devnull.Close()
-	pick := func(name string) *os.File {
-		if f, ok := stdio[name]; ok {
-			return f
-		}
-		return devnull
+	if f, ok := stdio["stdout"]; ok {
+		rc.Stdout = f
 	}
-	procFiles := []*os.File{pick("stdin"), pick("stdout"), pick("stderr")}
+	if f, ok := stdio["stderr"]; ok {
+		rc.Stderr = f
+	}
 	if req.StderrToStdout {
-		procFiles[2] = procFiles[1]
-	}
-	// A terminal comes from the sandbox's own devpts, so that the command's
-	// tty has a name there (ttyname, ssh and gpg need that).
-	var master, slave *os.File
-	if req.TTY {
-		if master, slave, err = openPTY(); err != nil {
-			return reply{Done: true, ExitCode: 126, Error: "open terminal: " + err.Error()}
-		}
-		defer master.Close()
-		defer slave.Close()
-		procFiles = []*os.File{slave, slave, slave}
+		rc.Stderr = rc.Stdout
 	}
 	if f, ok := stdio["fd3"]; ok {
-		procFiles = append(procFiles, f)
+		rc.Fd3 = f // the host bounds what it reads of it
 	}
-	// The sync helper: the host's changes go in before the command.
-	var helper *sbxsync.Helper
-	if len(req.Sync) > 0 {
-		var hreq sbxsync.HelperRequest
-		err := json.Unmarshal(req.Sync, &hreq)
-		if err == nil {
-			helper, err = sbxsync.NewHelper(hreq)
-		}
-		if err == nil {
-			if push, ok := stdio["push"]; ok {
-				if err = helper.Apply(push); err == nil {
-					err = sbxsync.ExpectEnd(push)
-				}
-			} else {
-				err = errors.New("no push stream")
-			}
-		}
-		if err != nil {
-			return reply{Done: true, ExitCode: 126, Error: "sync into the sandbox: " + err.Error()}
-		}
+	if f, ok := stdio["push"]; ok {
+		rc.Push = f
 	}
-	// Exactly the request's environment: a nil Env would hand the command
-	// the worker's own.
-	env := req.Env
-	if env == nil {
-		env = []string{}
+	if f, ok := stdio["pull"]; ok {
+		rc.Pull = f
 	}
-	attr := &os.ProcAttr{Dir: req.Dir, Env: env, Files: procFiles, Sys: &syscall.SysProcAttr{Setsid: true}}
+	iso := &workerIsolation{c: c, req: req, files: files}
+	// A terminal comes from the sandbox's own devpts, so that the command's
+	// tty has a name there (ttyname, ssh and gpg need that).
 	if req.TTY {
-		attr.Sys.Setctty = true
-		attr.Sys.Ctty = 0
-	}
-	p, err := os.StartProcess(req.Path, req.Argv, attr)
-	if err != nil {
-		code := 126
-		if errors.Is(err, os.ErrNotExist) {
-			code = 127
+		var err error
+		if iso.master, iso.slave, err = openPTY(); err != nil {
+			return reply{Done: true, ExitCode: runner.CannotRun, Error: "open terminal: " + err.Error()}
 		}
-		return reply{Done: true, ExitCode: code, Error: fmt.Sprintf("start %s: %v", req.Argv[0], err)}
+		defer iso.master.Close()
+		defer iso.slave.Close()
+		rc.Stdin, rc.Stdout, rc.Stderr = iso.slave, iso.slave, iso.slave
 	}
+	res := runner.Run(rc, iso)
+	return reply{Done: true, ExitCode: res.ExitCode, Signal: res.Signal, Error: res.Error, Sync: res.SyncReply}
+}
+
+// workerIsolation is the worker's part of a command: a session of its own
+// for the command, and the worker's pid namespace around it, so that kill -1
+// ends the command's whole tree (its kill on the init's "kill" is in
+// runWorker).
+type workerIsolation struct {
+	c             *conn
+	req           *workerExec
+	files         []*os.File
+	master, slave *os.File
+	// exited is set once Wait has reaped the command: from then on KillTree
+	// reaps what it kills (before, Wait must be the one to reap the
+	// command).
+	exited atomic.Bool
+}
+
+func (w *workerIsolation) SysProcAttr() *syscall.SysProcAttr {
+	if w.req.TTY {
+		return &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	}
+	return &syscall.SysProcAttr{Setsid: true}
+}
+
+func (w *workerIsolation) Started(pid int) {
 	// The command holds its stdio now; only the sync streams stay open here.
-	for i, f := range files {
-		if n := req.Fds[i]; n != "push" && n != "pull" {
+	for i, f := range w.files {
+		if n := w.req.Fds[i]; n != "push" && n != "pull" {
 			f.Close()
 		}
 	}
-	started := reply{Started: true, Pid: p.Pid}
-	if master != nil {
+	started := reply{Started: true, Pid: pid}
+	if w.master != nil {
 		// Only the command and the client may hold the terminal now, so the
 		// client sees its end when the command's side closes.
-		c.writeFrame(started, master)
-		master.Close()
-		slave.Close()
+		w.c.writeFrame(started, w.master)
+		w.master.Close()
+		w.slave.Close()
 	} else {
-		c.writeFrame(started)
+		w.c.writeFrame(started)
 	}
-	r := reply{Done: true}
+}
+
+// Wait reaps every process of the namespace (orphans come to its pid 1)
+// until the command's own has exited.
+func (w *workerIsolation) Wait(cmd *exec.Cmd) (syscall.WaitStatus, error) {
 	for {
 		var ws unix.WaitStatus
 		pid, err := unix.Wait4(-1, &ws, 0, nil)
@@ -225,24 +222,21 @@ func runOne(c *conn, req *workerExec, files []*os.File) reply {
 			continue
 		}
 		if err != nil {
-			r.ExitCode, r.Error = 126, "wait: "+err.Error()
-			return r
+			return 0, err
 		}
-		if pid != p.Pid {
-			continue // an orphan the command left, reaped
+		if pid == cmd.Process.Pid {
+			w.exited.Store(true)
+			return syscall.WaitStatus(ws), nil
 		}
-		switch {
-		case ws.Exited():
-			r.ExitCode = ws.ExitStatus()
-		case ws.Signaled():
-			r.ExitCode = 128 + int(ws.Signal())
-			r.Signal = unix.SignalName(ws.Signal())
-		}
-		break
+		// an orphan the command left, reaped
 	}
-	// Whatever the command left behind goes with it.
+}
+
+// KillTree kills every other process of the namespace and, once the
+// command has been reaped, reaps them.
+func (w *workerIsolation) KillTree() {
 	unix.Kill(-1, unix.SIGKILL)
-	for {
+	for w.exited.Load() {
 		var ws unix.WaitStatus
 		if _, err := unix.Wait4(-1, &ws, 0, nil); err == unix.ECHILD {
 			break
@@ -250,21 +244,6 @@ func runOne(c *conn, req *workerExec, files []*os.File) reply {
 			break
 		}
 	}
-	// What the command changed goes out.
-	if helper != nil {
-		pull := stdio["pull"]
-		var hr sbxsync.HelperReply
-		if pull == nil {
-			hr = helper.Reply()
-			hr.Error = "no pull stream"
-		} else {
-			hr = helper.Collect(pull)
-			pull.Close()
-		}
-		hr.Bound()
-		r.Sync, _ = json.Marshal(hr)
-	}
-	return r
 }
 
 // worker is the init's handle on one worker process.

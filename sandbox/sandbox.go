@@ -172,7 +172,8 @@ type WindowSize struct {
 type Result struct {
 	ExitCode int
 	TimedOut bool
-	// Signal names the signal that killed the command, if one did.
+	// Signal names the signal that killed the command, if one did, as
+	// SignalName does ("SIGKILL" after a timeout).
 	Signal   string
 	Duration time.Duration
 	// SyncReply is the helper's reply, JSON, when the Cmd had Sync.

@@ -1,0 +1,300 @@
+// Package runner is the sandbox side of "run one command", written once for
+// every backend's in-sandbox process (the local backend's worker, the in-pod
+// helper): apply the host's sync patch, look the program up, start it with
+// exactly the requested environment, kill its whole tree on timeout or
+// cancellation and after it exits, hand fd 3 on within its bound, work out
+// the exit code, and collect the sandbox's changes for the host.
+//
+// What differs between the backends is only how a command's tree is kept
+// together and ended, the Isolation: the local worker is pid 1 of a pid
+// namespace of its own (kill -1, reap everything); the in-pod helper is a
+// child subreaper that starts the command in a process group of its own
+// and finds its descendants in /proc.
+//
+// Exit codes follow the shells and coreutils timeout(1): the program's own
+// status, 128+n for a command killed by signal n (named as
+// sandbox.SignalName does), sandbox.TimeoutExitCode (124) after a timeout,
+// 127 for a program that is not found and 126 for one that cannot be run (or
+// a sandbox side that cannot set the command up).
+package runner
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sbx-sh/sbx/sandbox"
+	sbxsync "github.com/sbx-sh/sbx/sync"
+)
+
+// Exit codes of commands that did not run.
+const (
+	// CannotRun is the exit code of a command that could not be started, or
+	// set up (its sync patch did not apply): the shells' 126.
+	CannotRun = 126
+	// NotFound is the exit code of a program that is not found: the
+	// shells' 127.
+	NotFound = 127
+)
+
+// Cmd is one command as the host asked for it, with the streams the sandbox
+// side has for it.
+type Cmd struct {
+	Argv []string
+	// Dir is the working directory; empty keeps the runner's own.
+	Dir string
+	// Env is the complete environment of the command: nil and empty both
+	// mean none (never the runner's own). Argv[0] is looked up on its PATH
+	// (see LookPath).
+	Env []string
+	// Stdin, Stdout and Stderr are the command's stdio; nil is /dev/null.
+	// An *os.File is handed to the command as it is.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Fd3, when set, is the command's fd 3. An *os.File is handed to the
+	// command as it is (the host bounds what it reads of it); any other
+	// writer gets at most sandbox.MaxFd3+1 bytes, the rest is drained.
+	Fd3 io.Writer
+	// Timeout, when positive, kills the command's tree once it has run this
+	// long; the result then has TimedOut and sandbox.TimeoutExitCode.
+	Timeout time.Duration
+	// Cancel, when closed, kills the command's tree.
+	Cancel <-chan struct{}
+
+	// Sync, when set, is the sync helper's request (JSON): the patch read
+	// from Push is applied before the command, the sandbox's changes are
+	// written to Pull after it and the helper's reply is in the result.
+	Sync json.RawMessage
+	// SyncStateDir is the helper's state directory when the request names
+	// none; empty leaves the request as it is.
+	SyncStateDir string
+	Push         io.Reader
+	// PushEnds says that Push carries the patch alone, so it must end
+	// right after it (on a stream shared with stdin it does not).
+	PushEnds bool
+	Pull     io.Writer
+}
+
+// Isolation is what a sandbox side puts around the command: the one thing
+// each keeps of its own.
+type Isolation interface {
+	// SysProcAttr is the command's process attributes (its session or
+	// process group, its terminal).
+	SysProcAttr() *syscall.SysProcAttr
+	// Started is told once the command runs.
+	Started(pid int)
+	// Wait waits for the command's own process to exit.
+	Wait(cmd *exec.Cmd) (syscall.WaitStatus, error)
+	// KillTree kills whatever is left of the command's tree and returns
+	// when it is gone. It is called on timeout or cancellation, and after
+	// the command has exited.
+	KillTree()
+}
+
+// Result is how the command ended.
+type Result struct {
+	ExitCode int
+	// Started says that the command ran; when it did not, Error says why.
+	Started  bool
+	TimedOut bool
+	// Signal names the signal that killed the command, if one did.
+	Signal string
+	Error  string
+	// SyncReply is the helper's reply (JSON) when the Cmd had Sync and the
+	// command ran.
+	SyncReply json.RawMessage
+}
+
+func notRun(code int, format string, args ...any) Result {
+	return Result{ExitCode: code, Error: fmt.Sprintf(format, args...)}
+}
+
+// Run runs c to its end inside iso.
+func Run(c *Cmd, iso Isolation) Result {
+	if len(c.Argv) == 0 {
+		return notRun(CannotRun, "empty argv")
+	}
+	path, err := LookPath(c.Argv[0], c.Env)
+	if err != nil {
+		return notRun(NotFound, "%v", err)
+	}
+	// The sync helper: the host's changes go in before the command.
+	var helper *sbxsync.Helper
+	if len(c.Sync) > 0 {
+		if helper, err = applySync(c); err != nil {
+			return notRun(CannotRun, "sync into the sandbox: %v", err)
+		}
+	}
+	cmd := &exec.Cmd{
+		Path: path, Args: c.Argv, Dir: c.Dir,
+		// Exactly the request's environment: a nil Env would hand the
+		// command the runner's own.
+		Env:         append(make([]string, 0, len(c.Env)), c.Env...),
+		Stdin:       c.Stdin,
+		Stdout:      c.Stdout,
+		Stderr:      c.Stderr,
+		SysProcAttr: iso.SysProcAttr(),
+	}
+	var fd3r, fd3w *os.File
+	switch f := c.Fd3.(type) {
+	case nil:
+	case *os.File:
+		cmd.ExtraFiles = []*os.File{f}
+	default:
+		if fd3r, fd3w, err = os.Pipe(); err != nil {
+			return notRun(CannotRun, "fd 3: %v", err)
+		}
+		defer fd3r.Close()
+		cmd.ExtraFiles = []*os.File{fd3w}
+	}
+	err = cmd.Start()
+	if fd3w != nil {
+		fd3w.Close()
+	}
+	if err != nil {
+		code := CannotRun
+		if errors.Is(err, os.ErrNotExist) {
+			code = NotFound
+		}
+		return notRun(code, "start %s: %v", c.Argv[0], err)
+	}
+	iso.Started(cmd.Process.Pid)
+	fd3done := make(chan struct{})
+	if fd3r != nil {
+		go func() {
+			// Past the bound it is drained: nothing more crosses to the
+			// host.
+			io.Copy(sandbox.Fd3Writer(c.Fd3), fd3r)
+			close(fd3done)
+		}()
+	} else {
+		close(fd3done)
+	}
+	var timeout <-chan time.Time
+	if c.Timeout > 0 {
+		t := time.NewTimer(c.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	type waited struct {
+		ws  syscall.WaitStatus
+		err error
+	}
+	done := make(chan waited, 1)
+	go func() {
+		ws, err := iso.Wait(cmd)
+		done <- waited{ws, err}
+	}()
+	r := Result{Started: true}
+	var w waited
+	select {
+	case w = <-done:
+	case <-timeout:
+		r.TimedOut = true
+		iso.KillTree()
+		w = <-done
+	case <-c.Cancel:
+		iso.KillTree()
+		w = <-done
+	}
+	// Whatever the command left behind goes with it.
+	iso.KillTree()
+	<-fd3done
+	switch {
+	case w.err != nil:
+		r.ExitCode, r.Error = CannotRun, "wait: "+w.err.Error()
+	case w.ws.Exited():
+		r.ExitCode = w.ws.ExitStatus()
+	case w.ws.Signaled():
+		r.ExitCode = 128 + int(w.ws.Signal())
+		r.Signal = sandbox.SignalName(int(w.ws.Signal()))
+	}
+	if r.TimedOut {
+		r.ExitCode = sandbox.TimeoutExitCode
+	}
+	// What the command changed goes out.
+	if helper != nil {
+		var hr sbxsync.HelperReply
+		if c.Pull == nil {
+			hr = helper.Reply()
+			hr.Error = "no pull stream"
+		} else {
+			hr = helper.Collect(c.Pull)
+		}
+		hr.Bound()
+		r.SyncReply, _ = json.Marshal(hr)
+	}
+	return r
+}
+
+func applySync(c *Cmd) (*sbxsync.Helper, error) {
+	var req sbxsync.HelperRequest
+	if err := json.Unmarshal(c.Sync, &req); err != nil {
+		return nil, fmt.Errorf("parse the helper's request: %w", err)
+	}
+	if req.StateDir == "" && c.SyncStateDir != "" {
+		req.StateDir = c.SyncStateDir
+	}
+	if c.Push == nil {
+		return nil, errors.New("no push stream")
+	}
+	helper, err := sbxsync.NewHelper(req)
+	if err != nil {
+		return nil, err
+	}
+	if err := helper.Apply(c.Push); err != nil {
+		return nil, err
+	}
+	if c.PushEnds {
+		if err := sbxsync.ExpectEnd(c.Push); err != nil {
+			return nil, err
+		}
+	}
+	return helper, nil
+}
+
+// WaitStatus is the wait status of a command that exec.Cmd waited for.
+func WaitStatus(cmd *exec.Cmd) (syscall.WaitStatus, error) {
+	err := cmd.Wait()
+	if cmd.ProcessState == nil {
+		return 0, err
+	}
+	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ok {
+		return 0, fmt.Errorf("no wait status for %s", cmd.Path)
+	}
+	return ws, nil
+}
+
+// LookPath finds a program on the PATH of env, the command's own (not the
+// runner's), or on sandbox.DefaultPath when env has no PATH or an empty
+// one, as execvp does. A name with a slash is used as it is. When env has
+// several PATH entries the last counts: it is the one the command gets (Run
+// drops duplicate variables, keeping the last, as os/exec does).
+func LookPath(name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	path := sandbox.DefaultPath
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok && v != "" {
+			path = v
+		}
+	}
+	for _, dir := range strings.Split(path, ":") {
+		if dir == "" {
+			dir = "."
+		}
+		p := dir + "/" + name
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s: command not found", name)
+}

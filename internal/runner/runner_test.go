@@ -1,0 +1,165 @@
+package runner
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sbx-sh/sbx/sandbox"
+)
+
+// groupIsolation runs the command in a process group of its own and kills
+// that group: enough for commands that do not leave it.
+type groupIsolation struct {
+	mu  sync.Mutex
+	pid int
+}
+
+func (g *groupIsolation) SysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true}
+}
+func (g *groupIsolation) Started(pid int) { g.mu.Lock(); g.pid = pid; g.mu.Unlock() }
+func (g *groupIsolation) Wait(cmd *exec.Cmd) (syscall.WaitStatus, error) {
+	return WaitStatus(cmd)
+}
+func (g *groupIsolation) KillTree() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.pid > 0 {
+		syscall.Kill(-g.pid, syscall.SIGKILL)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer for the command's concurrent writers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+const path = "PATH=/usr/local/bin:/usr/bin:/bin"
+
+func run(t *testing.T, c *Cmd) (Result, string) {
+	t.Helper()
+	var out lockedBuffer
+	if c.Stdout == nil {
+		c.Stdout, c.Stderr = &out, &out
+	}
+	return Run(c, &groupIsolation{}), out.String()
+}
+
+func TestExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	noexec := dir + "/noexec"
+	if err := os.WriteFile(noexec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		cmd    Cmd
+		code   int
+		signal string
+		timed  bool
+		start  bool
+	}{
+		{"exit status", Cmd{Argv: []string{"sh", "-c", "exit 3"}, Env: []string{path}}, 3, "", false, true},
+		{"signal", Cmd{Argv: []string{"sh", "-c", "kill -9 $$"}, Env: []string{path}}, 137, "SIGKILL", false, true},
+		{"signal 15", Cmd{Argv: []string{"sh", "-c", "kill -15 $$"}, Env: []string{path}}, 143, "SIGTERM", false, true},
+		{"timeout", Cmd{Argv: []string{"sh", "-c", "sleep 30"}, Env: []string{path}, Timeout: 50 * time.Millisecond}, sandbox.TimeoutExitCode, "SIGKILL", true, true},
+		{"not found", Cmd{Argv: []string{"sbx-no-such-command"}, Env: []string{path}}, NotFound, "", false, false},
+		{"missing path", Cmd{Argv: []string{"/no/such/program"}}, NotFound, "", false, false},
+		{"not executable", Cmd{Argv: []string{noexec}}, CannotRun, "", false, false},
+		{"empty argv", Cmd{}, CannotRun, "", false, false},
+		{"bad sync request", Cmd{Argv: []string{"true"}, Env: []string{path}, Sync: []byte("{")}, CannotRun, "", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, out := run(t, &tc.cmd)
+			if r.ExitCode != tc.code || r.Signal != tc.signal || r.TimedOut != tc.timed || r.Started != tc.start {
+				t.Errorf("got %+v (output %q), want exit %d, signal %q, timed out %v, started %v", r, out, tc.code, tc.signal, tc.timed, tc.start)
+			}
+			if !tc.start && r.Error == "" {
+				t.Errorf("a command that did not run: want Error to say why, got %+v", r)
+			}
+		})
+	}
+}
+
+func TestCancelKillsTree(t *testing.T) {
+	cancel := make(chan struct{})
+	close(cancel)
+	r, _ := run(t, &Cmd{Argv: []string{"sh", "-c", "sleep 30"}, Env: []string{path}, Cancel: cancel})
+	if r.ExitCode != 137 || r.TimedOut {
+		t.Errorf("cancelled: got %+v, want exit 137 and no timeout", r)
+	}
+}
+
+func TestExactEnv(t *testing.T) {
+	// No PATH: env is found on sandbox.DefaultPath, and the command gets an
+	// empty environment, not the runner's (nil and empty alike).
+	for _, env := range [][]string{nil, {}} {
+		r, out := run(t, &Cmd{Argv: []string{"env"}, Env: env})
+		if r.ExitCode != 0 || out != "" {
+			t.Errorf("Env %#v: got %+v, output %q; want env found and an empty environment", env, r, out)
+		}
+	}
+	r, out := run(t, &Cmd{Argv: []string{"env"}, Env: []string{path, "X=1", "X=2"}})
+	if r.ExitCode != 0 || out != path+"\nX=2\n" {
+		t.Errorf("duplicates: got %+v, output %q; want the last X only", r, out)
+	}
+}
+
+func TestFd3Bound(t *testing.T) {
+	var fd3 lockedBuffer
+	r, out := run(t, &Cmd{Argv: []string{"sh", "-c", "head -c 3000000 /dev/zero >&3; echo rc=$?"}, Env: []string{path}, Fd3: &fd3})
+	if r.ExitCode != 0 || out != "rc=0\n" {
+		t.Errorf("3 MB to fd 3: want it drained (no SIGPIPE): got %+v, output %q", r, out)
+	}
+	if n := len(fd3.String()); n != sandbox.MaxFd3+1 {
+		t.Errorf("3 MB to fd 3: %d bytes handed on, want MaxFd3+1 = %d", n, sandbox.MaxFd3+1)
+	}
+}
+
+func TestLookPath(t *testing.T) {
+	dir := t.TempDir()
+	prog := dir + "/prog"
+	if err := os.WriteFile(prog, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"PATH=" + dir}, prog},
+		{[]string{"PATH=/nowhere", "PATH=" + dir}, prog}, // the last counts
+		{[]string{"PATH=" + dir, "PATH="}, prog},         // an empty one does not
+		{[]string{"PATH=/nowhere:" + dir + ":"}, prog},   // each entry in turn
+		{nil, ""}, // DefaultPath has no prog
+	} {
+		got, err := LookPath("prog", tc.env)
+		if got != tc.want || (tc.want == "") != (err != nil) {
+			t.Errorf("LookPath(prog, %q) = %q, %v; want %q", tc.env, got, err, tc.want)
+		}
+	}
+	if got, err := LookPath("sh", nil); err != nil || !strings.HasSuffix(got, "/sh") {
+		t.Errorf("LookPath(sh) on sandbox.DefaultPath = %q, %v", got, err)
+	}
+	if got, _ := LookPath("./x/y", nil); got != "./x/y" {
+		t.Errorf("a name with a slash is used as it is: got %q", got)
+	}
+}
