@@ -447,6 +447,9 @@ func (h *Helper) Collect(pull io.Writer) HelperReply {
 			h.reply.Error = err.Error()
 			return h.reply
 		}
+		if sc.Settled > 0 {
+			hd.dirty = true // keep the verified hashes: no re-reading them next time
+		}
 		skipped, fresh := newSkips(hd.state.Skipped, sc.Skipped)
 		if !maps.Equal(skipped, hd.state.Skipped) {
 			hd.state.Skipped, hd.dirty = skipped, true

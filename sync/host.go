@@ -216,6 +216,8 @@ type Round struct {
 	report  Report
 	// rejected counts the rejected held deletions this round pushes back.
 	rejected int
+	// settled counts the hashes this round's scans verified (Scanner.Settled).
+	settled int
 	// seen lists (some of) the host paths of the pull's items.
 	seen []string
 }
@@ -269,6 +271,7 @@ func (h *Host) Begin() (*Round, Report, error) {
 		for _, s := range fresh {
 			r.report.Refused = append(r.report.Refused, Refusal{filepath.Join(d.cfg.Path, s.Path), "on the host: " + s.Reason + "; not sent into the sandbox either"})
 		}
+		r.settled += sc.Settled
 		r.cur = append(r.cur, cur)
 		r.changes = append(r.changes, Diff(h.st.Manifests[i], cur))
 		r.report.Pushed += len(r.changes[i])
@@ -417,6 +420,10 @@ func parentsPlain(root *os.Root, links map[string]bool, p string, base Manifest)
 // Finish applies the spooled pull (after the helper's reply) and saves the
 // state. A crash during it leaves the spool, and the next Begin applies it
 // again: each file ends up old or new, never half written.
+// pushSaveMin is the size of a push from which the host saves its manifest
+// even though nothing came back.
+const pushSaveMin = 64
+
 func (r *Round) Finish(reply HelperReply) (Report, error) {
 	h := r.h
 	rep := r.report
@@ -436,11 +443,13 @@ func (r *Round) Finish(reply HelperReply) (Report, error) {
 	wasReset := h.st.Reset
 	h.st.Reset = false
 	if !r.spooled {
-		// Nothing came back: nothing to save but a reset. A push alone is not
-		// saved either (a later process that lost it sends the same changes
-		// again, which the sandbox applies as no-ops), so a change costs its
-		// file, not a rewrite of the whole manifest.
-		if !wasReset {
+		// Nothing came back. A small push is not saved (a later process
+		// that lost it sends the same changes again, which the sandbox
+		// applies as no-ops), so a change costs its file, not a rewrite of
+		// the whole manifest. A large one is: sending thousands of files
+		// again with every later command (each `sbx exec` is a process of
+		// its own) costs far more than one save; so are hashes that settled.
+		if !wasReset && r.settled == 0 && rep.Pushed < pushSaveMin {
 			return rep, nil
 		}
 		return rep, h.save()

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -388,5 +389,49 @@ func TestAcceptQuarantined(t *testing.T) {
 	}
 	if list, _ := Quarantined(p.host); len(list) != 0 {
 		t.Fatalf("still quarantined: %v", list)
+	}
+}
+
+// Each `sbx exec` is a process of its own: after many host edits went in,
+// and after hashes settled, the next process (a new Host on the same state)
+// pushes nothing and reads no file to hash, on either side. Before, a push
+// that brought nothing back was never saved, so every later command sent the
+// same thousands of files again, and every hash was read again forever.
+func TestEditsPushedOnceAcrossProcesses(t *testing.T) {
+	p := newPair(t)
+	old := time.Now().Add(-time.Hour)
+	var files []string
+	for i := 0; i < 300; i++ {
+		f := filepath.Join(p.host, "d", string(rune('a'+i%26)), strconv.Itoa(i)+".txt")
+		put(t, f, "one")
+		files = append(files, f)
+	}
+	for _, f := range files {
+		os.Chtimes(f, old, old)
+	}
+	p.sync(nil)
+	// The host edits every file; the edits age out of the racy window.
+	for _, f := range files {
+		os.WriteFile(f, []byte("two"), 0o644)
+		os.Chtimes(f, old.Add(time.Minute), old.Add(time.Minute))
+	}
+	if rep := p.sync(nil); rep.Pushed != len(files) {
+		t.Fatalf("the edits: pushed %d, want %d", rep.Pushed, len(files))
+	}
+	p.same()
+	// Later processes: nothing to push, and after at most one round that
+	// settles the hashes, nothing read.
+	p.open()
+	p.sync(nil)
+	for i := range 3 {
+		p.open()
+		before := hashedFiles.Load()
+		rep := p.sync(nil)
+		if rep.Pushed != 0 || rep.Applied != 0 {
+			t.Fatalf("process %d after the edits: %+v", i, rep)
+		}
+		if n := hashedFiles.Load() - before; n != 0 {
+			t.Fatalf("process %d after the edits read %d files to hash", i, n)
+		}
 	}
 }
