@@ -99,6 +99,16 @@ func staticLinux(path string) error {
 	return nil
 }
 
+// UseWrapper makes s run its commands as sbx does when it has no helper to
+// upload: each with one exec of the shell wrapper (wrapperScript), and a
+// command with a sync refused. The e2e holds the wrapper to the backend
+// conformance suite with it.
+func (s *Sandbox) UseWrapper() {
+	s.muxMu.Lock()
+	defer s.muxMu.Unlock()
+	s.noHelper = fmt.Errorf("%w: UseWrapper was called", errNoHelperBinary)
+}
+
 // helperMux returns the session's long-lived exec of the helper, starting
 // it (and uploading the helper first when the pod lacks this version) when
 // there is none or the last one broke.

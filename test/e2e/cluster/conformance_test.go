@@ -21,13 +21,27 @@ import (
 // service account. Limits are the pool template's, not Spec.Limits, so the
 // limits promises are not run here.
 func TestConformance(t *testing.T) {
+	t.Run("Helper", func(t *testing.T) { conformance(t, false) })
+	// The shell wrapper, for pods no helper can run in, keeps the same
+	// contract.
+	t.Run("Wrapper", func(t *testing.T) { conformance(t, true) })
+}
+
+func conformance(t *testing.T, wrapper bool) {
 	p := cluster.New(saCfg(t), nil)
 	n := 0
 	sandboxtest.Run(t, sandboxtest.Backend{
 		New: func(st *testing.T, _ sandbox.Limits) sandbox.Sandbox {
 			n++ // a name of its own: a Claim with a kept name finds that claim again
 			name := fmt.Sprintf("conformance-%d", n)
-			return claim(st, p, name, sandbox.Spec{Name: name, StateDir: st.TempDir()})
+			if wrapper {
+				name = fmt.Sprintf("conformance-wrapper-%d", n)
+			}
+			sb := claim(st, p, name, sandbox.Spec{Name: name, StateDir: st.TempDir()})
+			if wrapper {
+				sb.UseWrapper()
+			}
+			return sb
 		},
 		Lose: func(st *testing.T, sb sandbox.Sandbox) {
 			pod := sb.(*cluster.Sandbox).Pod()
