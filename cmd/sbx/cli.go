@@ -54,6 +54,9 @@ commands:
   undo [--session NAME] [PATH...]
                  put back on the host what the last command's pull-back
                  overwrote, deleted or created, or the named paths
+  setup (claude-code|codex|cursor|windsurf) [--global] [--undo]
+                 put a client on sbx-mcp with its own shell and file tools
+                 off, and check it with the client itself
   doctor [--backend local|cluster]
                  check everything a first run needs, one line per check
   pool render ... / kubeconfig ...
