@@ -45,9 +45,15 @@ func FuzzCheckBody(f *testing.F) {
 			}
 			code = resp.Error.Code
 		}
-		var v any
-		valid := len(trimmed) == 0 || json.Unmarshal(trimmed, &v) == nil
-		_, isBatch := v.([]any)
+		// Syntax is what decides a parse error: "1E1000" is valid JSON that
+		// a float64 cannot hold (json.Unmarshal into any refuses it), and
+		// answers as any other non-request does.
+		valid := len(trimmed) == 0 || json.Valid(trimmed)
+		isBatch := valid && len(trimmed) > 0 && trimmed[0] == '['
+		if isBatch {
+			var v []json.RawMessage
+			isBatch = json.Unmarshal(trimmed, &v) == nil
+		}
 		switch {
 		case !valid:
 			if ok || code != -32700 {
