@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sbx-sh/sbx/sandbox"
+	"github.com/sbx-sh/sbx/sandbox/sandboxtest"
 )
 
 // groupIsolation runs the command in a process group of its own and kills
@@ -35,29 +35,11 @@ func (g *groupIsolation) KillTree() {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer for the command's concurrent writers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 const path = "PATH=/usr/local/bin:/usr/bin:/bin"
 
 func run(t *testing.T, c *Cmd) (Result, string) {
 	t.Helper()
-	var out lockedBuffer
+	var out sandboxtest.Buffer
 	if c.Stdout == nil {
 		c.Stdout, c.Stderr = &out, &out
 	}
@@ -125,7 +107,7 @@ func TestExactEnv(t *testing.T) {
 }
 
 func TestFd3Bound(t *testing.T) {
-	var fd3 lockedBuffer
+	var fd3 sandboxtest.Buffer
 	r, out := run(t, &Cmd{Argv: []string{"sh", "-c", "head -c 3000000 /dev/zero >&3; echo rc=$?"}, Env: []string{path}, Fd3: &fd3})
 	if r.ExitCode != 0 || out != "rc=0\n" {
 		t.Errorf("3 MB to fd 3: want it drained (no SIGPIPE): got %+v, output %q", r, out)

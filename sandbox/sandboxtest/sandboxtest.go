@@ -97,7 +97,7 @@ func (r result) String() string {
 // the test when Exec does not return within wait (a backend that hangs).
 func exec(t *testing.T, ctx context.Context, sb sandbox.Sandbox, c *sandbox.Cmd) result {
 	t.Helper()
-	var out, errout lockedBuffer
+	var out, errout Buffer
 	if c.Stdout == nil {
 		c.Stdout = &out
 	}
@@ -118,17 +118,17 @@ func exec(t *testing.T, ctx context.Context, sb sandbox.Sandbox, c *sandbox.Cmd)
 }
 
 // execAsync runs c and delivers its result, with what c's writers got
-// when they are lockedBuffers.
+// when they are Buffers.
 func execAsync(ctx context.Context, sb sandbox.Sandbox, c *sandbox.Cmd) <-chan result {
 	done := make(chan result, 1)
 	start := time.Now()
 	go func() {
 		res, err := sb.Exec(ctx, c)
 		r := result{res: res, err: err, took: time.Since(start)}
-		if b, ok := c.Stdout.(*lockedBuffer); ok {
+		if b, ok := c.Stdout.(*Buffer); ok {
 			r.out = b.String()
 		}
-		if b, ok := c.Stderr.(*lockedBuffer); ok {
+		if b, ok := c.Stderr.(*Buffer); ok {
 			r.errout = b.String()
 		}
 		done <- r
@@ -173,7 +173,7 @@ func testStreams(t *testing.T, sb sandbox.Sandbox) {
 }
 
 func testMergedOrder(t *testing.T, sb sandbox.Sandbox) {
-	var both lockedBuffer
+	var both Buffer
 	script := `i=0; while [ $i -lt 300 ]; do echo o$i; echo e$i >&2; i=$((i+1)); done`
 	r := exec(t, context.Background(), sb, &sandbox.Cmd{Argv: sh(script), Stdout: &both, Stderr: &both})
 	var want strings.Builder
@@ -272,7 +272,7 @@ func testDir(t *testing.T, sb sandbox.Sandbox) {
 }
 
 func testFd3(t *testing.T, sb sandbox.Sandbox) {
-	var fd3 lockedBuffer
+	var fd3 Buffer
 	r := exec(t, context.Background(), sb, &sandbox.Cmd{Argv: sh("echo out; cd /tmp && pwd >&3; echo err >&2"), Fd3: &fd3})
 	if r.err != nil || r.res.ExitCode != 0 || fd3.String() != "/tmp\n" || r.out != "out\n" || r.errout != "err\n" {
 		t.Errorf("fd 3: got %q, want %q, and stdout and stderr untouched:\n%s", fd3.String(), "/tmp\n", r)
@@ -280,7 +280,7 @@ func testFd3(t *testing.T, sb sandbox.Sandbox) {
 }
 
 func testFd3Bound(t *testing.T, sb sandbox.Sandbox) {
-	var fd3 lockedBuffer
+	var fd3 Buffer
 	r := exec(t, context.Background(), sb, &sandbox.Cmd{Argv: sh("head -c 3000000 /dev/zero >&3; echo rc=$?"), Fd3: &fd3})
 	if r.err != nil || r.res.ExitCode != 0 || r.out != "rc=0\n" {
 		t.Errorf("3 MB to fd 3: the backend drains what it does not keep (no SIGPIPE, same exit):\n%s", r)
@@ -319,7 +319,7 @@ func testTimeout(t *testing.T, sb sandbox.Sandbox) {
 func testCancel(t *testing.T, sb sandbox.Sandbox) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	started := &onWrite{w: &lockedBuffer{}, f: cancel}
+	started := &onWrite{w: &Buffer{}, f: cancel}
 	script := `sleep 3021 & (setsid sleep 3022 &); echo started; sleep 3023; echo not-reached`
 	r := exec(t, ctx, sb, &sandbox.Cmd{Argv: sh(script), Stdout: started})
 	if !errors.Is(r.err, context.Canceled) {
@@ -354,7 +354,7 @@ func testRelease(t *testing.T, sb sandbox.Sandbox) {
 func testReleaseRunning(t *testing.T, sb sandbox.Sandbox) {
 	started := make(chan struct{})
 	done := execAsync(context.Background(), sb, &sandbox.Cmd{Argv: sh("echo started; sleep 3031"), Env: []string{PATH},
-		Stdout: &onWrite{w: &lockedBuffer{}, f: func() { close(started) }}, Stderr: &lockedBuffer{}})
+		Stdout: &onWrite{w: &Buffer{}, f: func() { close(started) }}, Stderr: &Buffer{}})
 	select {
 	case <-started:
 	case r := <-done:
@@ -379,7 +379,7 @@ func testLost(t *testing.T, b Backend) {
 	sb := b.New(t, sandbox.Limits{})
 	started := make(chan struct{})
 	done := execAsync(context.Background(), sb, &sandbox.Cmd{Argv: sh("echo started; sleep 3041"), Env: []string{PATH},
-		Stdout: &onWrite{w: &lockedBuffer{}, f: func() { close(started) }}, Stderr: &lockedBuffer{}})
+		Stdout: &onWrite{w: &Buffer{}, f: func() { close(started) }}, Stderr: &Buffer{}})
 	select {
 	case <-started:
 	case r := <-done:
@@ -450,19 +450,20 @@ func (o *onWrite) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// lockedBuffer is a bytes.Buffer safe for a backend's copying goroutines.
-type lockedBuffer struct {
+// Buffer is a bytes.Buffer safe for concurrent writers (a backend's
+// copying goroutines, a process's output), for this suite and other tests.
+type Buffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
+func (l *Buffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
 
-func (l *lockedBuffer) String() string {
+func (l *Buffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()

@@ -12,6 +12,8 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sbx-sh/sbx/sandbox/sandboxtest"
 )
 
 // serverEntry is an MCP server as the clients' config files describe one.
@@ -37,7 +39,7 @@ func (e *env) start(t *testing.T, s serverEntry, dir string) {
 	for k, v := range s.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	c := &client{t: t, stderr: &lockedBuffer{}}
+	c := &client{t: t, stderr: &sandboxtest.Buffer{}}
 	cmd.Stderr = c.stderr
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

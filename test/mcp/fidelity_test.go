@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sbx-sh/sbx/sandbox/sandboxtest"
 )
 
 // TestShellErrorsAsBash: the agent sees what `bash -c "$command"` prints,
@@ -204,7 +206,7 @@ func TestEOFFinishesCalls(t *testing.T) {
 	e := newEnv(t)
 	cmd := exec.Command(binary)
 	cmd.Dir, cmd.Env = e.code, e.vars
-	stderr := &lockedBuffer{}
+	stderr := &sandboxtest.Buffer{}
 	cmd.Stderr = stderr
 	defer checkStderr(t, stderr)
 	in, err := cmd.StdinPipe()

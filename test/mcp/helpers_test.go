@@ -5,7 +5,6 @@ package mcptest
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -18,12 +17,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sbx-sh/sbx/sandbox/sandboxtest"
 )
 
 var (
@@ -174,30 +174,12 @@ func (e *env) read(rel string) string {
 	return string(b)
 }
 
-// lockedBuffer collects a process's stderr.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // client is a connected MCP client.
 type client struct {
 	t        *testing.T
 	cs       *mcp.ClientSession
 	cmd      *exec.Cmd // stdio only
-	stderr   *lockedBuffer
+	stderr   *sandboxtest.Buffer
 	progress chan *mcp.ProgressNotificationParams
 }
 
@@ -213,7 +195,7 @@ func clientOptions(c *client) *mcp.ClientOptions {
 
 // checkStderr fails the test when sbx-mcp reported a data race, and shows
 // its stderr when the test failed.
-func checkStderr(t *testing.T, stderr *lockedBuffer) {
+func checkStderr(t *testing.T, stderr *sandboxtest.Buffer) {
 	if strings.Contains(stderr.String(), "DATA RACE") {
 		t.Error("sbx-mcp reported a data race")
 	}
@@ -228,7 +210,7 @@ func (e *env) stdio(args ...string) *client {
 	cmd := exec.Command(binary, args...)
 	cmd.Dir = e.code
 	cmd.Env = e.vars
-	c := &client{t: e.t, cmd: cmd, stderr: &lockedBuffer{}}
+	c := &client{t: e.t, cmd: cmd, stderr: &sandboxtest.Buffer{}}
 	cmd.Stderr = c.stderr
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -249,7 +231,7 @@ type server struct {
 	url    string
 	token  string
 	cmd    *exec.Cmd
-	stderr *lockedBuffer
+	stderr *sandboxtest.Buffer
 }
 
 var listenRE = regexp.MustCompile(`listening on (http://\S+)`)
@@ -262,7 +244,7 @@ func (e *env) http(token string, args ...string) *server {
 	if token != "" {
 		cmd.Env = append(cmd.Env, "SBX_TOKEN="+token)
 	}
-	s := &server{token: token, cmd: cmd, stderr: &lockedBuffer{}}
+	s := &server{token: token, cmd: cmd, stderr: &sandboxtest.Buffer{}}
 	pr, pw := io.Pipe()
 	cmd.Stderr = io.MultiWriter(s.stderr, pw)
 	if err := cmd.Start(); err != nil {

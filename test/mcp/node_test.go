@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sbx-sh/sbx/sandbox/sandboxtest"
 )
 
 // nodeDeps finds what test/mcp/install-node-deps.sh installed.
@@ -68,7 +70,7 @@ func TestInspectorCLI(t *testing.T) {
 				defer cancel()
 				cmd := exec.CommandContext(ctx, node, append(append([]string{inspector, "--cli"}, target...), args...)...)
 				cmd.Dir, cmd.Env = e.code, e.vars
-				var stderr lockedBuffer
+				var stderr sandboxtest.Buffer
 				cmd.Stderr = &stderr
 				out, err := cmd.Output()
 				var r inspectorResult

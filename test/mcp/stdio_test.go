@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sbx-sh/sbx/sandbox/sandboxtest"
 )
 
 func TestStartClaimsNothing(t *testing.T) {
@@ -423,7 +425,7 @@ func TestMalformedInput(t *testing.T) {
 	cmd.Dir, cmd.Env = e.code, e.vars
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
-	stderr := &lockedBuffer{}
+	stderr := &sandboxtest.Buffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -512,7 +514,7 @@ func TestNoCodeDir(t *testing.T) {
 	cmd := exec.Command(binary)
 	cmd.Dir = e.home // the home directory is never a code dir
 	cmd.Env = e.vars
-	c := &client{t: t, cmd: cmd, stderr: &lockedBuffer{}}
+	c := &client{t: t, cmd: cmd, stderr: &sandboxtest.Buffer{}}
 	cmd.Stderr = c.stderr
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
 	if err != nil {
