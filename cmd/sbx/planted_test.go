@@ -111,9 +111,17 @@ func TestPlantedProtectedNames(t *testing.T) {
 		".pre-commit-config.yaml", "lefthook.yml", ".gemini/settings.json", ".windsurf/mcp.json", ".zed/tasks.json",
 		"web/.npmrc", ".yarnrc.yml", "sub/.Envrc"}
 	refused := []string{".GIT/hooks/x", ".Git/config", "sub/.GIT/config"}
+	plantAll(t, w, quarantined, refused)
+}
+
+// plantAll writes every file of quarantined and refused from one sandboxed
+// command, and checks that none reached the host: the first kind reported
+// as quarantined, the second as not brought back.
+func plantAll(t *testing.T, w *world, quarantined, refused []string) {
+	t.Helper()
 	var script []string
 	for _, f := range append(append([]string{}, quarantined...), refused...) {
-		script = append(script, "mkdir -p "+filepath.Dir(f)+" && echo planted > "+f)
+		script = append(script, "mkdir -p '"+filepath.Dir(f)+"' && echo planted > '"+f+"'")
 	}
 	r := w.sbx(t, w.code, "exec", "--", strings.Join(script, " && "))
 	if r.code != 0 {

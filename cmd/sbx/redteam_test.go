@@ -87,26 +87,7 @@ func TestPlantedNamesOfTheRedTeam(t *testing.T) {
 		".lefthook.toml", "lefthook.jsonc", ".lefthook-local/pre-commit/x.sh", ".vimrc", ".gvimrc", ".qwen/settings.json",
 		".crush.json", ".aider.conf.yml", "sub/.conﬁg/mise/config.toml"}
 	refused := []string{".gıt/hooks/pre-commit", ".GıT/config", "sub/.gıt/config"}
-	var script []string
-	for _, f := range append(append([]string{}, quarantined...), refused...) {
-		script = append(script, "mkdir -p '"+filepath.Dir(f)+"' && echo planted > '"+f+"'")
-	}
-	r := w.sbx(t, w.code, "exec", "--", strings.Join(script, " && "))
-	if r.code != 0 {
-		t.Fatalf("exec: %d %q", r.code, r.stderr)
-	}
-	for _, f := range quarantined {
-		absent(t, filepath.Join(w.code, f), "a protected file")
-		if !strings.Contains(r.stderr, "quarantined: "+filepath.Join(w.code, f)) {
-			t.Errorf("%s: quarantine not reported: %q", f, r.stderr)
-		}
-	}
-	for _, f := range refused {
-		absent(t, filepath.Join(w.code, f), "a .git spelling")
-		if !strings.Contains(r.stderr, "not brought back: "+filepath.Join(w.code, f)) {
-			t.Errorf("%s: refusal not reported: %q", f, r.stderr)
-		}
-	}
+	plantAll(t, w, quarantined, refused)
 }
 
 // TestGitHistoryNotDestroyed: the sandbox overwrites every pack file with
