@@ -1,0 +1,403 @@
+package egress
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Bounds of the proxy (docs/security.md, Bounds): a request's header, the
+// time to send it, and how long a name may take to resolve or an upstream
+// to answer a dial.
+const (
+	MaxHeaderBytes    = 64 << 10
+	ReadHeaderTimeout = 30 * time.Second
+	ResolveTimeout    = 10 * time.Second
+	DialTimeout       = 30 * time.Second
+)
+
+// Decision is one request the proxy judged, for the session's audit log.
+type Decision struct {
+	Time time.Time `json:"time"`
+	// Kind is "connect" (a tunnel), "http" (a plain request forwarded) or
+	// "inject" (a request inside a terminated tunnel, header added).
+	Kind    string `json:"kind"`
+	Host    string `json:"host"`
+	Port    int    `json:"port"`
+	Allowed bool   `json:"allowed"`
+	// Addr is the address dialled, when allowed.
+	Addr   string `json:"addr,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// Proxy is the allowlist proxy. Its zero value refuses everything; set
+// Allow. It is an http.Handler: serve it with Serve.
+type Proxy struct {
+	Allow *Allowlist
+	// Inject adds headers to requests to the hosts it lists, in tunnels it
+	// terminates with CA (both needed).
+	Inject *Injector
+	CA     *CA
+	// Audit receives every decision; nil drops them.
+	Audit func(Decision)
+	// HowToAllow ends a refusal's body, naming the ways to list a host
+	// ("%s" is the host, or host:port); empty means DefaultHowToAllow.
+	HowToAllow string
+	// Resolve looks a name up; nil means the system resolver.
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	// Dial dials a checked address; nil means a net.Dialer.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// UpstreamRoots verifies the servers behind terminated tunnels; nil
+	// means the host's roots.
+	UpstreamRoots *x509.CertPool
+
+	once      sync.Once
+	transport *http.Transport
+}
+
+// DefaultHowToAllow says how a user lists a host.
+const DefaultHowToAllow = "to allow it, run sbx with --allow-net %[1]s, set SBX_ALLOW_NET=%[1]s, or add %[1]q to allow_net in your ~/.config/sbx/config.toml (a project's .sbx.toml cannot widen allow_net)"
+
+// Refused is why a host may not be reached.
+type Refused struct {
+	Host   string
+	Port   int
+	Reason string
+}
+
+func (e *Refused) Error() string {
+	return fmt.Sprintf("%s:%d refused: %s", e.Host, e.Port, e.Reason)
+}
+
+// Check decides whether host:port may be reached and returns the one
+// address to dial. host is a name or an address literal as the request gave
+// it.
+func (p *Proxy) Check(ctx context.Context, host string, port int) (netip.AddrPort, error) {
+	refuse := func(format string, args ...any) (netip.AddrPort, error) {
+		return netip.AddrPort{}, &Refused{Host: host, Port: port, Reason: fmt.Sprintf(format, args...)}
+	}
+	if p.Allow == nil {
+		return refuse("allow_net is empty")
+	}
+	if port < 1 || port > 65535 {
+		return refuse("port %d is out of range", port)
+	}
+	lit := strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if a, err := netip.ParseAddr(lit); err == nil {
+		if a.Zone() != "" {
+			return refuse("an address with a zone is never allowed")
+		}
+		a = a.Unmap()
+		if !p.Allow.AllowsAddr(a, port) {
+			return refuse("the address %s on port %d is not in allow_net (an address is allowed only when it is listed itself)", a, port)
+		}
+		return netip.AddrPortFrom(a, uint16(port)), nil
+	}
+	name, err := CanonicalName(host)
+	if err != nil {
+		return refuse("not a host name: %v", err)
+	}
+	if looksNumeric(name) {
+		return refuse("not a host name or an address")
+	}
+	if !p.Allow.AllowsName(name, port) {
+		return refuse("%s on port %d is not in allow_net", name, port)
+	}
+	rctx, cancel := context.WithTimeout(ctx, ResolveTimeout)
+	defer cancel()
+	resolve := p.Resolve
+	if resolve == nil {
+		resolve = func(ctx context.Context, h string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, "ip", h)
+		}
+	}
+	addrs, err := resolve(rctx, name)
+	if err != nil {
+		return refuse("%s does not resolve: %v", name, err)
+	}
+	if len(addrs) == 0 {
+		return refuse("%s has no address", name)
+	}
+	// Every address must pass, not just the one dialled: a name that
+	// points at the host's own network is refused outright.
+	var pick netip.Addr
+	for _, a := range addrs {
+		a = a.Unmap()
+		if !Public(a) && !p.Allow.AllowsAddr(a, port) {
+			return refuse("%s resolves to %s, a loopback, link-local or private address; a listed name may not lead into the host's own network (list the address %s itself to allow it)", name, a, a)
+		}
+		if !pick.IsValid() || (pick.Is6() && a.Is4()) {
+			pick = a
+		}
+	}
+	return netip.AddrPortFrom(pick, uint16(port)), nil
+}
+
+func (p *Proxy) audit(d Decision) {
+	if p.Audit != nil {
+		d.Time = time.Now().UTC()
+		p.Audit(d)
+	}
+}
+
+func (p *Proxy) dial(ctx context.Context, ap netip.AddrPort) (net.Conn, error) {
+	dctx, cancel := context.WithTimeout(ctx, DialTimeout)
+	defer cancel()
+	if p.Dial != nil {
+		return p.Dial(dctx, "tcp", ap.String())
+	}
+	var d net.Dialer
+	return d.DialContext(dctx, "tcp", ap.String())
+}
+
+// Serve serves the proxy on l until l fails.
+func (p *Proxy) Serve(l net.Listener) error {
+	srv := &http.Server{
+		Handler: p, MaxHeaderBytes: MaxHeaderBytes, ReadHeaderTimeout: ReadHeaderTimeout,
+		ErrorLog: nil,
+	}
+	return srv.Serve(l)
+}
+
+func (p *Proxy) refuse(w http.ResponseWriter, kind, host string, port int, err error) {
+	p.audit(Decision{Kind: kind, Host: host, Port: port, Reason: err.Error()})
+	how := p.HowToAllow
+	if how == "" {
+		how = DefaultHowToAllow
+	}
+	target := host
+	if port != 80 && port != 443 {
+		target = net.JoinHostPort(strings.Trim(host, "[]"), strconv.Itoa(port))
+	}
+	var r *Refused
+	reason := err.Error()
+	if errors.As(err, &r) {
+		reason = r.Reason
+	}
+	body := fmt.Sprintf("sbx egress proxy: refused %s to %s: %s; %s\n", strings.ToUpper(kind), net.JoinHostPort(strings.Trim(host, "[]"), strconv.Itoa(port)), reason, fmt.Sprintf(how, target))
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Sbx-Refused", "1")
+	w.WriteHeader(http.StatusForbidden)
+	io.WriteString(w, body)
+}
+
+// ServeHTTP answers CONNECT with a tunnel and absolute-URL requests by
+// forwarding them, each to an allowed host only.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodConnect {
+		p.connect(w, r)
+		return
+	}
+	if r.URL.Scheme != "http" || r.URL.Host == "" {
+		http.Error(w, "sbx egress proxy: only CONNECT and http:// requests through a proxy are served here (set HTTPS_PROXY/HTTP_PROXY, which sbx does)", http.StatusBadRequest)
+		return
+	}
+	p.forward(w, r)
+}
+
+func splitTarget(hostport string, def int) (string, int, error) {
+	host, ps, err := net.SplitHostPort(hostport)
+	if err != nil {
+		if def == 0 {
+			return "", 0, fmt.Errorf("want host:port, not %q", hostport)
+		}
+		return hostport, def, nil
+	}
+	port, err := parsePort(ps)
+	if err != nil {
+		return "", 0, err
+	}
+	return host, port, nil
+}
+
+func (p *Proxy) connect(w http.ResponseWriter, r *http.Request) {
+	host, port, err := splitTarget(r.Host, 0)
+	if err != nil {
+		p.refuse(w, "connect", r.Host, 0, err)
+		return
+	}
+	ap, err := p.Check(r.Context(), host, port)
+	if err != nil {
+		p.refuse(w, "connect", host, port, err)
+		return
+	}
+	up, err := p.dial(r.Context(), ap)
+	if err != nil {
+		p.audit(Decision{Kind: "connect", Host: host, Port: port, Addr: ap.String(), Reason: "dial failed: " + err.Error()})
+		http.Error(w, fmt.Sprintf("sbx egress proxy: %s (%s) is allowed but could not be reached: %v", host, ap, err), http.StatusBadGateway)
+		return
+	}
+	inject := p.Inject != nil && p.CA != nil && p.Inject.Has(host, port)
+	p.audit(Decision{Kind: "connect", Host: host, Port: port, Allowed: true, Addr: ap.String(), Reason: map[bool]string{true: "tls terminated for inject", false: "tunnel"}[inject]})
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		up.Close()
+		http.Error(w, "sbx egress proxy: cannot tunnel on this connection", http.StatusInternalServerError)
+		return
+	}
+	client, buf, err := hj.Hijack()
+	if err != nil {
+		up.Close()
+		return
+	}
+	client.SetDeadline(time.Time{})
+	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		client.Close()
+		up.Close()
+		return
+	}
+	var in io.Reader = client
+	if n := buf.Reader.Buffered(); n > 0 {
+		head, _ := buf.Reader.Peek(n)
+		in = io.MultiReader(strings.NewReader(string(head)), client)
+	}
+	if inject {
+		p.terminate(host, port, &prefixConn{Conn: client, r: in}, up)
+		return
+	}
+	pipe(client, in, up)
+}
+
+// pipe copies both ways until either side ends, then closes both.
+func pipe(client net.Conn, in io.Reader, up net.Conn) {
+	done := make(chan struct{}, 2)
+	go func() { io.Copy(up, in); closeWrite(up); done <- struct{}{} }()
+	go func() { io.Copy(client, up); closeWrite(client); done <- struct{}{} }()
+	<-done
+	<-done
+	client.Close()
+	up.Close()
+}
+
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	} else {
+		c.Close()
+	}
+}
+
+type prefixConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (c *prefixConn) Read(b []byte) (int, error) { return c.r.Read(b) }
+
+// hopHeaders are not forwarded (RFC 9110 7.6.1), nor are the proxy's own.
+var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request) {
+	host, port, err := splitTarget(r.URL.Host, 80)
+	if err != nil {
+		p.refuse(w, "http", r.URL.Host, 0, err)
+		return
+	}
+	ap, err := p.Check(r.Context(), host, port)
+	if err != nil {
+		p.refuse(w, "http", host, port, err)
+		return
+	}
+	p.audit(Decision{Kind: "http", Host: host, Port: port, Allowed: true, Addr: ap.String()})
+	out := r.Clone(r.Context())
+	out.RequestURI = ""
+	for _, h := range hopHeaders {
+		out.Header.Del(h)
+	}
+	// The dial goes to the checked address, not to a name resolved again.
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return p.dial(ctx, ap) },
+		Proxy:       nil, DisableKeepAlives: true, ResponseHeaderTimeout: 5 * time.Minute,
+	}
+	defer tr.CloseIdleConnections()
+	resp, err := tr.RoundTrip(out)
+	if err != nil {
+		http.Error(w, fmt.Sprintf("sbx egress proxy: %s (%s): %v", host, ap, err), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	for _, h := range hopHeaders {
+		resp.Header.Del(h)
+	}
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	io.Copy(w, resp.Body)
+}
+
+// terminate serves HTTP inside a CONNECT tunnel to an inject host: TLS with
+// a leaf of the session CA towards the sandbox, TLS verified against the
+// real roots towards the host, the header added to each request.
+func (p *Proxy) terminate(host string, port int, client net.Conn, up net.Conn) {
+	defer client.Close()
+	defer up.Close()
+	name, _ := CanonicalName(host)
+	leaf, err := p.CA.Leaf(name)
+	if err != nil {
+		p.audit(Decision{Kind: "inject", Host: host, Port: port, Reason: "cannot make a certificate: " + err.Error()})
+		return
+	}
+	tc := tls.Server(client, &tls.Config{Certificates: []tls.Certificate{*leaf}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}})
+	if err := tc.Handshake(); err != nil {
+		return
+	}
+	uc := tls.Client(up, &tls.Config{ServerName: name, RootCAs: p.UpstreamRoots, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}})
+	if err := uc.Handshake(); err != nil {
+		p.audit(Decision{Kind: "inject", Host: host, Port: port, Reason: "upstream TLS: " + err.Error()})
+		return
+	}
+	cr := bufio.NewReader(io.LimitReader(tc, 1<<62))
+	ur := bufio.NewReader(uc)
+	authority := name
+	if port != 443 {
+		authority = net.JoinHostPort(name, strconv.Itoa(port))
+	}
+	for {
+		tc.SetReadDeadline(time.Now().Add(5 * time.Minute))
+		req, err := http.ReadRequest(cr)
+		if err != nil {
+			return
+		}
+		tc.SetReadDeadline(time.Time{})
+		// The header goes to the host the tunnel was opened to, whatever
+		// Host the request names.
+		req.Host = authority
+		for _, h := range hopHeaders {
+			req.Header.Del(h)
+		}
+		if err := p.Inject.Apply(name, port, req.Header); err != nil {
+			p.audit(Decision{Kind: "inject", Host: host, Port: port, Reason: err.Error()})
+			resp := &http.Response{StatusCode: http.StatusBadGateway, ProtoMajor: 1, ProtoMinor: 1, Header: http.Header{"Content-Type": {"text/plain"}},
+				Body: io.NopCloser(strings.NewReader("sbx egress proxy: " + err.Error() + "\n")), Close: true}
+			resp.Write(tc)
+			return
+		}
+		p.audit(Decision{Kind: "inject", Host: host, Port: port, Allowed: true, Reason: req.Method + " " + req.URL.Path})
+		if err := req.Write(uc); err != nil {
+			return
+		}
+		resp, err := http.ReadResponse(ur, req)
+		if err != nil {
+			return
+		}
+		err = resp.Write(tc)
+		resp.Body.Close()
+		if err != nil || resp.Close || req.Close {
+			return
+		}
+	}
+}
