@@ -13,7 +13,6 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -61,9 +60,6 @@ type Proxy struct {
 	// UpstreamRoots verifies the servers behind terminated tunnels; nil
 	// means the host's roots.
 	UpstreamRoots *x509.CertPool
-
-	once      sync.Once
-	transport *http.Transport
 }
 
 // DefaultHowToAllow says how a user lists a host.
