@@ -1,7 +1,9 @@
 package tools
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -19,16 +21,19 @@ type capture struct {
 	headMax  int
 	tailMax  int
 	head     []byte
-	tail     []byte // the last bytes after head filled up; up to 2*tailMax before compaction
+	tail     []byte // the last bytes after head filled up: tailMax to 2*tailMax of them once tailSkip > 0
 	total    int64  // bytes written
 	chars    int64  // characters written (bytes that start a UTF-8 sequence)
 	tailSkip int64  // bytes written after head and no longer in tail
 }
 
-// newCapture keeps enough bytes for limit characters of head and of tail.
+// newCapture keeps enough bytes for the characters render shows of the head
+// (limit/2) and of the tail (the rest): each is at most utf8.UTFMax bytes,
+// and a tail window that starts inside a character still holds enough
+// whole ones after it.
 func newCapture(limit int) *capture {
-	half := limit / 2 * utf8.UTFMax
-	return &capture{headMax: half, tailMax: half}
+	half := limit / 2
+	return &capture{headMax: half * utf8.UTFMax, tailMax: (limit - half) * utf8.UTFMax}
 }
 
 func (c *capture) Write(p []byte) (int, error) {
@@ -36,12 +41,7 @@ func (c *capture) Write(p []byte) (int, error) {
 	defer c.mu.Unlock()
 	n := len(p)
 	c.total += int64(n)
-	for _, b := range p {
-		if !utf8.RuneStart(b) {
-			continue
-		}
-		c.chars++
-	}
+	c.chars += int64(n - continuationBytes(p))
 	if room := c.headMax - len(c.head); room > 0 {
 		k := min(room, len(p))
 		c.head = append(c.head, p[:k]...)
@@ -50,13 +50,51 @@ func (c *capture) Write(p []byte) (int, error) {
 	if len(p) == 0 {
 		return n, nil
 	}
-	c.tail = append(c.tail, p...)
-	if len(c.tail) > 2*c.tailMax {
-		drop := len(c.tail) - c.tailMax
+	// The tail keeps at least tailMax bytes once anything was dropped, in
+	// one buffer of 2*tailMax: no allocation per write, and each byte is
+	// moved at most once more than it is written.
+	if len(p) >= c.tailMax {
+		c.tailSkip += int64(len(c.tail) + len(p) - c.tailMax)
+		p = p[len(p)-c.tailMax:]
+		c.tail = c.tail[:0]
+	} else if len(c.tail)+len(p) > 2*c.tailMax {
+		drop := len(c.tail) + len(p) - c.tailMax
 		c.tailSkip += int64(drop)
-		c.tail = append(c.tail[:0:0], c.tail[drop:]...)
+		c.tail = c.tail[:copy(c.tail, c.tail[drop:])]
 	}
+	if c.tail == nil {
+		c.tail = make([]byte, 0, 2*c.tailMax)
+	}
+	c.tail = append(c.tail, p...)
 	return n, nil
+}
+
+// continuationBytes counts the bytes of p that continue a UTF-8 sequence
+// (10xxxxxx): the characters of p are the others. Eight bytes at a time: a
+// byte's top bit set and its next bit clear.
+func continuationBytes(p []byte) int {
+	const high = 0x8080808080808080
+	n := 0
+	for len(p) >= 32 {
+		a := binary.LittleEndian.Uint64(p)
+		b := binary.LittleEndian.Uint64(p[8:])
+		c := binary.LittleEndian.Uint64(p[16:])
+		d := binary.LittleEndian.Uint64(p[24:])
+		n += bits.OnesCount64(a&^(a<<1)&high) + bits.OnesCount64(b&^(b<<1)&high) +
+			bits.OnesCount64(c&^(c<<1)&high) + bits.OnesCount64(d&^(d<<1)&high)
+		p = p[32:]
+	}
+	for len(p) >= 8 {
+		a := binary.LittleEndian.Uint64(p)
+		n += bits.OnesCount64(a &^ (a << 1) & high)
+		p = p[8:]
+	}
+	for _, b := range p {
+		if b&0xC0 == 0x80 {
+			n++
+		}
+	}
+	return n
 }
 
 // render returns the captured text, invalid UTF-8 replaced, cut to limit
