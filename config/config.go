@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/sbx-sh/sbx/egress"
 )
 
 // Config is everything sbx can be told.
@@ -35,6 +37,18 @@ type Config struct {
 	Backend string
 	// Network is "none" (loopback only) or "host" (share the host network).
 	Network string
+	// AllowNet lists the hosts (names, "*.example.com" globs, addresses,
+	// each with an optional port) the sandbox may reach through sbx's
+	// egress proxy; empty means none. It has no effect with Network "host".
+	AllowNet []string
+	// Inject adds headers at the proxy to requests to listed hosts (only
+	// from the user's own file); each host must be in AllowNet.
+	Inject []egress.Injection
+	// Cache is "shared" (sbx's package caches, shared by the user's
+	// sessions), "session" (caches of the session's own) or "none".
+	Cache string
+	// HostCaches names host caches mounted read-only ("go-mod").
+	HostCaches []string
 	// IdleTTL releases a kept session that has run nothing for this long.
 	IdleTTL time.Duration
 	// Timeout is the default timeout of `sbx exec`; zero means none.
@@ -95,6 +109,7 @@ func Defaults() Config {
 	return Config{
 		Backend:      "local",
 		Network:      "none",
+		Cache:        "shared",
 		IdleTTL:      30 * time.Minute,
 		Memory:       4 << 30,
 		Disk:         10 << 30,

@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+
+	"github.com/sbx-sh/sbx/egress"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -74,6 +76,25 @@ var Keys = []*Key{
 		parse:  enumValue("want \"none\" or \"host\"", checkNetwork),
 		get:    func(c *Config) any { return c.Network }, set: func(c *Config, v any) { c.Network = v.(string) },
 		narrows: func(_, v any) bool { return v.(string) == "none" }},
+	// allow_net widens what leaves the sandbox: a project may only list
+	// fewer hosts. An entry is checked by the proxy's own parser.
+	{Name: "allow_net", Default: "none", Env: []string{"SBX_ALLOW_NET"}, Flag: "--allow-net", Sources: trusted | FlagSource | ProjectFileSource,
+		Narrow: "a subset of the list so far",
+		parse:  listAny("want a list of hosts such as [\"example.com\", \"*.example.com:8443\"]", splitNames, checkAllowNet),
+		get:    func(c *Config) any { return c.AllowNet }, set: func(c *Config, v any) { c.AllowNet = v.([]string) }, narrows: subset},
+	// inject puts the user's credentials on the wire: only the user's own
+	// file names them ([[inject]] tables).
+	{Name: "inject", Default: "none", Sources: UserFileSource, parse: injectAny,
+		get: func(c *Config) any { return c.Inject }, set: func(c *Config, v any) { c.Inject = v.([]egress.Injection) }},
+	{Name: "cache", Default: `"shared"`, Env: []string{"SBX_CACHE"}, Sources: trusted | ProjectFileSource,
+		Narrow: `"session" or "none"`,
+		parse:  enumValue("want \"shared\", \"session\" or \"none\"", checkCache),
+		get:    func(c *Config) any { return c.Cache }, set: func(c *Config, v any) { c.Cache = v.(string) },
+		narrows: func(cur, v any) bool { return v.(string) != "shared" || cur.(string) == "shared" }},
+	{Name: "host_caches", Default: "none", Env: []string{"SBX_HOST_CACHES"}, Sources: trusted | ProjectFileSource,
+		Narrow: "a subset of the list so far",
+		parse:  listAny("want a list of host caches such as [\"go-mod\"]", splitNames, checkHostCache),
+		get:    func(c *Config) any { return c.HostCaches }, set: func(c *Config, v any) { c.HostCaches = v.([]string) }, narrows: subset},
 	{Name: "idle_ttl", Default: `"30m"`, Env: []string{"AGENT_SANDBOX_IDLE_TTL", "SBX_IDLE_TTL"}, Flag: "--idle-ttl", Sources: trusted | FlagSource | ProjectFileSource,
 		Narrow: "no longer (0 is none)", parse: durationAny,
 		get: func(c *Config) any { return c.IdleTTL }, set: func(c *Config, v any) { c.IdleTTL = v.(time.Duration) }, narrows: narrowerLimit},
@@ -267,6 +288,79 @@ func listAny(want string, split func(string) ([]string, error), check func(strin
 		}
 		return list, nil
 	}
+}
+
+func checkAllowNet(s string) error {
+	_, err := egress.ParseRule(s)
+	return err
+}
+
+func checkCache(s string) error {
+	if s != "shared" && s != "session" && s != "none" {
+		return fmt.Errorf("cache must be \"shared\" (sbx's caches, shared by your sessions), \"session\" (one per session) or \"none\", not %q", s)
+	}
+	return nil
+}
+
+// HostCacheNames are the host caches host_caches may mount read-only.
+var HostCacheNames = []string{"go-mod"}
+
+func checkHostCache(s string) error {
+	if !contains(HostCacheNames, s) {
+		return fmt.Errorf("unknown host cache %q (known: %s)", s, strings.Join(HostCacheNames, ", "))
+	}
+	return nil
+}
+
+// injectAny reads [[inject]] tables: host, header, env or file, and
+// optionally port and prefix.
+func injectAny(v any) (any, error) {
+	tables, ok := v.([]map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("want [[inject]] tables with host, header and env or file")
+	}
+	out := []egress.Injection{}
+	for i, t := range tables {
+		var in egress.Injection
+		for _, k := range sortedKeys(t) {
+			x := t[k]
+			str, isStr := x.(string)
+			switch k {
+			case "host":
+				in.Host = str
+			case "header":
+				in.Header = str
+			case "env":
+				in.Env = str
+			case "file":
+				in.File = str
+			case "prefix":
+				in.Prefix = str
+			case "port":
+				n, ok := x.(int64)
+				if !ok || n < 1 || n > 65535 {
+					return nil, fmt.Errorf("inject %d: port %v is not a number from 1 to 65535", i+1, x)
+				}
+				in.Port, isStr = int(n), true
+			default:
+				return nil, fmt.Errorf("inject %d: unknown field %q (host, port, header, prefix, env, file)", i+1, k)
+			}
+			if !isStr {
+				return nil, fmt.Errorf("inject %d: %s must be a string", i+1, k)
+			}
+		}
+		if in.Host == "" || in.Header == "" {
+			return nil, fmt.Errorf("inject %d: host and header are required", i+1)
+		}
+		if (in.Env == "") == (in.File == "") {
+			return nil, fmt.Errorf("inject %d (%s): give exactly one of env (a host variable) or file (a host file) for the value", i+1, in.Host)
+		}
+		if in.File != "" && !filepath.IsAbs(in.File) {
+			return nil, fmt.Errorf("inject %d (%s): file %q is not an absolute path", i+1, in.Host, in.File)
+		}
+		out = append(out, in)
+	}
+	return out, nil
 }
 
 func checkAbs(p string) error {
