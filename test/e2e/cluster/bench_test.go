@@ -267,13 +267,18 @@ func rawClaimReady(t *testing.T, ctx context.Context) time.Duration {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl, _, _ := unstructured.NestedString(pool.Object, "spec", "sandboxTemplateRef", "name")
+	spec := map[string]any{"lifecycle": map[string]any{"shutdownTime": time.Now().Add(10 * time.Minute).UTC().Format(time.RFC3339), "shutdownPolicy": "Delete"}}
+	if extVersion == "v1alpha1" {
+		tmpl, _, _ := unstructured.NestedString(pool.Object, "spec", "sandboxTemplateRef", "name")
+		spec["sandboxTemplateRef"] = map[string]any{"name": tmpl}
+	} else {
+		spec["warmPoolRef"] = map[string]any{"name": pool.GetName()}
+	}
 	start := time.Now()
 	c, err := dyn.Resource(claimsGVR).Namespace(ns).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": cluster.GroupExtensions + "/v1alpha1", "kind": "SandboxClaim",
+		"apiVersion": cluster.GroupExtensions + "/" + extVersion, "kind": "SandboxClaim",
 		"metadata": map[string]any{"generateName": "floor-", "namespace": ns},
-		"spec": map[string]any{"sandboxTemplateRef": map[string]any{"name": tmpl},
-			"lifecycle": map[string]any{"shutdownTime": time.Now().Add(10 * time.Minute).UTC().Format(time.RFC3339), "shutdownPolicy": "Delete"}},
+		"spec":     spec,
 	}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Build (or reuse) everything the e2e cluster needs, from the Go module proxy and Debian only:
 #   kube-apiserver, kubelet, kube-scheduler, kube-controller-manager, kubectl  (build/k8s/go.mod)
-#   agent-sandbox-controller + its CRDs                                       (build/agent-sandbox/go.mod)
+#   agent-sandbox-controller v0.1.1 + its CRDs                                (build/agent-sandbox/go.mod)
+#   agent-sandbox-controller-v0.5.6 + its CRDs                                (build/agent-sandbox-v0.5.6/go.mod)
+#   runsc + containerd-shim-runsc-v1 (gVisor)                                 (build/gvisor/go.mod)
 #   two OCI image tarballs with no registry: lab.local/busybox:v1, lab.local/pause:v1
 # Output goes to $LAB (default /var/tmp/sbx-cluster-lab). A binary is rebuilt only when its pinned
 # go.mod changed (stamp file next to it) or FORCE=1. Cold: ~16 min on 2 cores; warm: seconds.
@@ -46,24 +48,85 @@ build_k8s() {
 	done
 }
 
+# build_agent_sandbox <dir> <suffix>: the controller pinned in build/<dir> -> $LAB/bin/agent-sandbox-controller<suffix>,
+# its CRDs (from the same module source) -> $LAB/manifests/agent-sandbox<suffix>/. v0.5.6 is built from a copy
+# of the module with one line changed: its webhook server has no bind-address flag and would listen on every
+# interface; the copy binds it to 127.0.0.1 like every other server of the lab.
 build_agent_sandbox() {
-	local want dir
-	want=$(stamp "$HERE/build/agent-sandbox")
-	if [ -z "${FORCE:-}" ] && [ -x "$LAB/bin/agent-sandbox-controller" ] &&
-		[ "$(cat "$LAB/bin/.agent-sandbox-controller.stamp" 2>/dev/null)" = "$want" ] &&
-		[ -n "$(ls "$LAB/manifests/agent-sandbox/"*.yaml 2>/dev/null)" ]; then
-		log "agent-sandbox-controller: cached"
+	local d=$1 sfx=$2 want dir bin=$LAB/bin/agent-sandbox-controller$2 man=$LAB/manifests/agent-sandbox$2
+	want=$(stamp "$HERE/build/$d")
+	if [ -z "${FORCE:-}" ] && [ -x "$bin" ] && [ "$(cat "$LAB/bin/.agent-sandbox-controller$sfx.stamp" 2>/dev/null)" = "$want" ] &&
+		[ -n "$(ls "$man/"*.yaml 2>/dev/null)" ]; then
+		log "agent-sandbox-controller$sfx: cached"
 		return
 	fi
-	prepare agent-sandbox
+	prepare "$d"
 	local s; s=$(date +%s)
-	(cd "$LAB/build/agent-sandbox" && go build -trimpath -ldflags='-s -w' -o "$LAB/bin/agent-sandbox-controller" \
-		sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller)
-	dir=$(cd "$LAB/build/agent-sandbox" && go list -m -f '{{.Dir}}' sigs.k8s.io/agent-sandbox)
-	cp "$dir"/k8s/crds/*.yaml "$LAB/manifests/agent-sandbox/"
-	chmod u+w "$LAB/manifests/agent-sandbox/"*.yaml
-	echo "$want" > "$LAB/bin/.agent-sandbox-controller.stamp"
-	log "agent-sandbox-controller: built in $(( $(date +%s) - s ))s"
+	dir=$(cd "$LAB/build/$d" && go list -m -f '{{.Dir}}' sigs.k8s.io/agent-sandbox)
+	if grep -q 'webhook.NewServer(webhook.Options{' "$dir/cmd/agent-sandbox-controller/main.go"; then
+		rm -rf "$LAB/build/$d/src"
+		cp -r "$dir" "$LAB/build/$d/src"
+		chmod -R u+w "$LAB/build/$d/src"
+		sed -i 's|webhook.NewServer(webhook.Options{|webhook.NewServer(webhook.Options{Host: "127.0.0.1", // sbx lab: loopback only|' \
+			"$LAB/build/$d/src/cmd/agent-sandbox-controller/main.go"
+		grep -q 'sbx lab: loopback only' "$LAB/build/$d/src/cmd/agent-sandbox-controller/main.go" ||
+			{ echo "build: the webhook bind patch did not apply to agent-sandbox$sfx" >&2; exit 1; }
+		(cd "$LAB/build/$d" && go mod edit -replace sigs.k8s.io/agent-sandbox=./src)
+		dir=$LAB/build/$d/src
+	fi
+	(cd "$LAB/build/$d" && go build -trimpath -ldflags='-s -w' -o "$bin" sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller)
+	rm -rf "$man"
+	mkdir -p "$man"
+	cp "$dir"/k8s/crds/*.yaml "$man/"
+	chmod u+w "$man/"*.yaml
+	echo "$want" > "$LAB/bin/.agent-sandbox-controller$sfx.stamp"
+	log "agent-sandbox-controller$sfx: built in $(( $(date +%s) - s ))s"
+}
+
+# build_gvisor: runsc and containerd-shim-runsc-v1 from the gvisor.dev/gvisor module pinned in build/gvisor,
+# built from a copy of the module with one change: the shim's start makes its own oom_score_adj write
+# non-fatal (this machine's root has no CAP_SYS_RESOURCE: "failed to set OOM Score on shim: permission
+# denied"). containerd 1.6 reads `shim start`'s output as a bare socket address while this shim prints JSON
+# ({"version":2,"address":...}); $LAB/bin/containerd-shim-runsc-v1 is a wrapper that prints the address only.
+build_gvisor() {
+	local want dir b=$LAB/build/gvisor s
+	want=$(stamp "$HERE/build/gvisor")
+	if [ -z "${FORCE:-}" ] && [ -x "$LAB/bin/runsc" ] && [ -x "$LAB/bin/containerd-shim-runsc-v1.bin" ] &&
+		[ "$(cat "$LAB/bin/.gvisor.stamp" 2>/dev/null)" = "$want" ]; then
+		log "gvisor: cached"
+		return
+	fi
+	prepare gvisor
+	s=$(date +%s)
+	dir=$(cd "$b" && go list -m -f '{{.Dir}}' gvisor.dev/gvisor)
+	rm -rf "$b/src"
+	cp -r "$dir" "$b/src"
+	chmod -R u+w "$b/src"
+	sed -i 's|return shim.BootstrapParams{}, fmt.Errorf("failed to set OOM Score on shim: %w", err)|_ = err // sbx lab: no CAP_SYS_RESOURCE; a shim printing a warning would break containerd 1.6|' \
+		"$b/src/pkg/shim/v1/manager.go"
+	grep -q 'sbx lab: no CAP_SYS_RESOURCE' "$b/src/pkg/shim/v1/manager.go" ||
+		{ echo "build: the gVisor shim patch did not apply (pkg/shim/v1/manager.go changed upstream?)" >&2; exit 1; }
+	(cd "$b" && go mod edit -replace gvisor.dev/gvisor=./src && go mod tidy -e 2>&1 | grep -v '^go: downloading' | tail -5) || true
+	(cd "$b" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$LAB/bin/runsc" gvisor.dev/gvisor/runsc)
+	(cd "$b" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$LAB/bin/containerd-shim-runsc-v1.bin" gvisor.dev/gvisor/shim)
+	cat > "$LAB/bin/containerd-shim-runsc-v1" <<EOW
+#!/bin/sh
+# sbx lab (build.sh): containerd 1.6 wants a bare address from "shim start"; this shim prints JSON.
+real=$LAB/bin/containerd-shim-runsc-v1.bin
+for last in "\$@"; do :; done
+if [ "\$last" = start ]; then
+	out=\$("\$real" "\$@"); rc=\$?
+	case "\$out" in
+	*'"address"'*) printf '%s' "\$out" | sed -n 's/.*"address":"\([^"]*\)".*/\1/p' | tr -d '\n' ;;
+	*) printf '%s' "\$out" ;;
+	esac
+	exit \$rc
+fi
+exec "\$real" "\$@"
+EOW
+	chmod +x "$LAB/bin/containerd-shim-runsc-v1"
+	echo "$want" > "$LAB/bin/.gvisor.stamp"
+	log "gvisor (runsc, containerd-shim-runsc-v1): built in $(( $(date +%s) - s ))s"
 }
 
 # oci_image <ref> <rootfs> <cmd-json> <out.tar>: a single-layer OCI image layout tarball.
@@ -120,6 +183,8 @@ build_images() {
 "$HERE/debs.sh"
 t0=$(date +%s)
 build_images
-build_agent_sandbox
+build_agent_sandbox agent-sandbox ""
+build_agent_sandbox agent-sandbox-v0.5.6 -v0.5.6
+build_gvisor
 build_k8s
 log "done in $(( $(date +%s) - t0 ))s"

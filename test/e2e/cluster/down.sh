@@ -44,11 +44,24 @@ stop etcd
 stop containerd
 # shims of our containerd re-parent to init when it stops; they name our socket in their arguments
 for p in $(pgrep -f -- "-address $R/containerd.sock" 2>/dev/null); do kill "$p" 2>/dev/null; done
+# gVisor sandboxes and gofers left behind (a shim killed before its pod was deleted): they are ours when
+# they name our runsc root; delete them through runsc, then kill what remains
+if [ -x "$LAB/bin/runsc" ]; then
+	for root in "$R/runsc-root" "$R"/runsc-root/*; do
+		[ -d "$root" ] || continue
+		for id in $("$LAB/bin/runsc" --root "$root" list -quiet 2>/dev/null); do
+			timeout 10 "$LAB/bin/runsc" --root "$root" delete -force "$id" >/dev/null 2>&1
+		done
+	done
+	for p in $(pgrep -f -- "--root=$R/runsc-root" 2>/dev/null) $(pgrep -f -- "--root $R/runsc-root" 2>/dev/null); do
+		kill -9 "$p" 2>/dev/null
+	done
+fi
 while read -r _ m _; do
 	case "$m" in "$LAB"/*) umount -l "$m" 2>/dev/null ;; esac
 done < <(tac /proc/mounts)
 ip link show labbr0 >/dev/null 2>&1 && ip link delete labbr0
 [ -f "$R/sysctl-before.txt" ] && sysctl -q -p "$R/sysctl-before.txt"
-[ -n "${WIPE:-}" ] && rm -rf "$LAB/data" "$LAB/containerd" "$LAB/cni"
+[ -n "${WIPE:-}" ] && rm -rf "$LAB/data" "$LAB/containerd" "$LAB/cni" "$R/runsc-root"
 echo "down: cluster stopped"
 exit 0

@@ -1,8 +1,9 @@
 //go:build e2e
 
 // Package clustere2e tests the cluster backend end to end against a real
-// Kubernetes cluster with agent-sandbox v0.1.1, booted by run.sh on this
-// machine. Run it only through the harness:
+// Kubernetes cluster with agent-sandbox (v0.1.1, or v0.5.6 serving v1beta1
+// and v1alpha1, or v0.5.6 serving v1beta1 only), booted by run.sh on this
+// machine, its pool under gVisor or runc. Run it only through the harness:
 //
 //	test/e2e/cluster/run.sh
 //
@@ -50,14 +51,59 @@ const (
 )
 
 var (
-	adminRC   *rest.Config
-	admin     *kubernetes.Clientset
-	adminDyn  *dynamic.DynamicClient
-	saConfig  string // least-privilege kubeconfig path
-	poolName  = cluster.PoolName(tenant)
-	claimsGVR = schema.GroupVersionResource{Group: cluster.GroupExtensions, Version: "v1alpha1", Resource: "sandboxclaims"}
-	poolsGVR  = schema.GroupVersionResource{Group: cluster.GroupExtensions, Version: "v1alpha1", Resource: "sandboxwarmpools"}
+	adminRC  *rest.Config
+	admin    *kubernetes.Clientset
+	adminDyn *dynamic.DynamicClient
+	saConfig string // least-privilege kubeconfig path
+	poolName = cluster.PoolName(tenant)
+	// extVersion is the extensions group's version the tests speak: the one
+	// sbx chooses (v1beta1 where served), found by discovery in setup.
+	extVersion string
+	claimsGVR  schema.GroupVersionResource
+	poolsGVR   schema.GroupVersionResource
 )
+
+// servedWant is what each pass of run.sh (SBX_E2E_AGENT_SANDBOX) must find
+// served of extensions.agents.x-k8s.io, preferred first: a pass that boots
+// the wrong controller or CRDs fails in setup instead of testing another API.
+var servedWant = map[string][]string{
+	"v0.1.1":         {"v1alpha1"},
+	"v0.5.6":         {"v1beta1", "v1alpha1"},
+	"v0.5.6-v1beta1": {"v1beta1"},
+}
+
+// discoverVersions checks what the cluster serves against the pass and sets
+// extVersion, claimsGVR and poolsGVR.
+func discoverVersions() error {
+	pass := os.Getenv("SBX_E2E_AGENT_SANDBOX")
+	want, ok := servedWant[pass]
+	if !ok {
+		return fmt.Errorf("SBX_E2E_AGENT_SANDBOX=%q: want one of v0.1.1, v0.5.6, v0.5.6-v1beta1 (run.sh sets it per pass)", pass)
+	}
+	groups, err := admin.Discovery().ServerGroups()
+	if err != nil {
+		return fmt.Errorf("discovery: %w", err)
+	}
+	var served []string
+	for _, g := range groups.Groups {
+		if g.Name != cluster.GroupExtensions {
+			continue
+		}
+		served = append(served, g.PreferredVersion.Version)
+		for _, v := range g.Versions {
+			if v.Version != g.PreferredVersion.Version {
+				served = append(served, v.Version)
+			}
+		}
+	}
+	if strings.Join(served, ",") != strings.Join(want, ",") {
+		return fmt.Errorf("pass %s: the cluster serves %s versions %v (preferred first), want %v", pass, cluster.GroupExtensions, served, want)
+	}
+	extVersion = want[0]
+	claimsGVR = schema.GroupVersionResource{Group: cluster.GroupExtensions, Version: extVersion, Resource: "sandboxclaims"}
+	poolsGVR = schema.GroupVersionResource{Group: cluster.GroupExtensions, Version: extVersion, Resource: "sandboxwarmpools"}
+	return nil
+}
 
 func TestMain(m *testing.M) {
 	kc := os.Getenv("SBX_E2E_KUBECONFIG")
@@ -103,6 +149,9 @@ func setup(kc string) error {
 	}
 	admin = kubernetes.NewForConfigOrDie(adminRC)
 	adminDyn = dynamic.NewForConfigOrDie(adminRC)
+	if err := discoverVersions(); err != nil {
+		return err
+	}
 	root := repoRoot()
 	rbac, err := os.ReadFile(filepath.Join(root, "cluster/deploy/rbac.yaml"))
 	if err != nil {
@@ -118,7 +167,7 @@ func setup(kc string) error {
 	}
 	os.Chown(dir, 1000, 1000)
 	pool, err := cluster.RenderPool(cluster.PoolOptions{Tenant: tenant, Image: image, Replicas: 2, CacheMount: "/cache",
-		CacheRoot: cacheRoot, Memory: "256Mi", CPU: "1", RuntimeClass: os.Getenv("SBX_E2E_RUNTIME_CLASS")})
+		CacheRoot: cacheRoot, Memory: "256Mi", CPU: "1", RuntimeClass: os.Getenv("SBX_E2E_RUNTIME_CLASS"), APIVersion: extVersion})
 	if err != nil {
 		return err
 	}
@@ -127,7 +176,7 @@ func setup(kc string) error {
 	}
 	// A pool that can never serve: no warm pods, and an image that is not on
 	// the node (no registry here), so a claim's own pod never starts.
-	empty, err := cluster.RenderPool(cluster.PoolOptions{Tenant: "empty", Image: "lab.local/missing:v1", Replicas: 0})
+	empty, err := cluster.RenderPool(cluster.PoolOptions{Tenant: "empty", Image: "lab.local/missing:v1", Replicas: 0, APIVersion: extVersion})
 	if err != nil {
 		return err
 	}
@@ -137,12 +186,59 @@ func setup(kc string) error {
 	if err := waitPoolReady(ctx, poolName, 2); err != nil {
 		return err
 	}
+	if err := checkRuntime(ctx); err != nil {
+		return err
+	}
+	if os.Getenv("SBX_E2E_AGENT_SANDBOX") == "v0.5.6" {
+		// v1alpha1 is served by conversion from the stored v1beta1: read the
+		// pool through it, so a pass whose webhook does not convert fails.
+		gvr := poolsGVR
+		gvr.Version = "v1alpha1"
+		p, err := adminDyn.Resource(gvr).Namespace(ns).Get(ctx, poolName, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("read pool %s as v1alpha1 (through the conversion webhook): %w", poolName, err)
+		}
+		if tmpl, _, _ := unstructured.NestedString(p.Object, "spec", "sandboxTemplateRef", "name"); tmpl != poolName {
+			return fmt.Errorf("pool %s read as v1alpha1 has spec.sandboxTemplateRef.name %q, want %q: %v", poolName, tmpl, poolName, p.Object["spec"])
+		}
+	}
 	b, err := cluster.ServiceAccountKubeconfig(ctx, admin, adminRC, cluster.KubeconfigOptions{Namespace: ns, ServiceAccount: "sbx", Duration: 2 * time.Hour})
 	if err != nil {
 		return fmt.Errorf("write the service account's kubeconfig: %w", err)
 	}
 	saConfig = filepath.Join(os.TempDir(), fmt.Sprintf("sbx-e2e-sa-%d.kubeconfig", os.Getpid()))
 	return os.WriteFile(saConfig, b, 0o600)
+}
+
+// checkRuntime checks that the warm pods run under the pass's runtime:
+// RuntimeClass gvisor's pods see gVisor's kernel (dmesg is gVisor's own
+// boot log), runc's the host's.
+func checkRuntime(ctx context.Context) error {
+	rcName := os.Getenv("SBX_E2E_RUNTIME_CLASS")
+	pods, err := admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, p := range pods.Items {
+		if p.Status.Phase != "Running" {
+			continue
+		}
+		got := ""
+		if p.Spec.RuntimeClassName != nil {
+			got = *p.Spec.RuntimeClassName
+		}
+		if got != rcName {
+			return fmt.Errorf("pod %s has runtimeClassName %q, want %q", p.Name, got, rcName)
+		}
+		out, err := exec.CommandContext(ctx, os.Getenv("SBX_E2E_KUBECTL"), "--kubeconfig", os.Getenv("SBX_E2E_KUBECONFIG"),
+			"-n", ns, "exec", p.Name, "--", "dmesg").CombinedOutput()
+		gvisor := strings.Contains(string(out), "Starting gVisor")
+		if (rcName == "gvisor") != gvisor {
+			return fmt.Errorf("pod %s (runtimeClassName %q): under gVisor is %v, want %v; dmesg: %v %.300s", p.Name, rcName, gvisor, rcName == "gvisor", err, out)
+		}
+		return nil
+	}
+	return fmt.Errorf("no running pod in namespace %s to check the runtime of", ns)
 }
 
 func repoRoot() string {

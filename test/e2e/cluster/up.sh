@@ -5,6 +5,13 @@
 # an isolated bridge with no route off the machine. Every daemon's PID goes to $LAB/run/<name>.pid, which
 # is what down.sh stops. Writes $LAB/etc/admin.kubeconfig (system:masters) for the harness only.
 #
+#   AS_VERSION=v0.1.1 (default)  agent-sandbox v0.1.1: every CRD serves v1alpha1 only
+#   AS_VERSION=v0.5.6            agent-sandbox v0.5.6: CRDs serve v1beta1 (storage, preferred) and v1alpha1,
+#                                converted by the controller's webhook on 127.0.0.1:9443
+#   AS_SERVE=v1beta1             (with v0.5.6) v1alpha1 is not served, as agent-sandbox v1.0 serves
+# containerd always has two CRI handlers: runc (default) and runsc (gVisor, from build.sh); RuntimeClass
+# `gvisor` selects the latter.
+#
 # Machine quirks handled here (see docs/cluster.md, "The e2e cluster"):
 #  - no CAP_SYS_RESOURCE: containerd restrict_oom_score_adj=true, else runc fails every pod;
 #  - cgroup v1: kubelet failCgroupV1=false;
@@ -14,6 +21,13 @@ set -euo pipefail
 LAB=${LAB:-/var/tmp/sbx-cluster-lab}
 BIN=$LAB/bin P=$LAB/pki E=$LAB/etc L=$LAB/logs R=$LAB/run D=$LAB/data
 mkdir -p "$P" "$E" "$L" "$R" "$D/etcd" "$D/kubelet" "$D/pod-logs" "$LAB/cni/net.d" "$LAB/containerd"
+AS_VERSION=${AS_VERSION:-v0.1.1} AS_SERVE=${AS_SERVE:-all}
+case "$AS_VERSION/$AS_SERVE" in
+v0.1.1/all) AS_BIN=$BIN/agent-sandbox-controller AS_MAN=$LAB/manifests/agent-sandbox ;;
+v0.5.6/all | v0.5.6/v1beta1) AS_BIN=$BIN/agent-sandbox-controller-v0.5.6 AS_MAN=$LAB/manifests/agent-sandbox-v0.5.6 ;;
+*) echo "up: AS_VERSION=$AS_VERSION AS_SERVE=$AS_SERVE: want v0.1.1/all, v0.5.6/all or v0.5.6/v1beta1" >&2; exit 2 ;;
+esac
+[ -x "$AS_BIN" ] || { echo "up: $AS_BIN is missing: run test/e2e/cluster/build.sh first" >&2; exit 1; }
 T0=$(date +%s%N)
 say() { printf '%s up: +%sms %s\n' "$(date +%T)" "$(( ($(date +%s%N) - T0) / 1000000 ))" "$*"; }
 
@@ -63,6 +77,18 @@ subjectAltName=DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernete
 	)
 	for u in admin kubelet controller-manager scheduler; do kubeconfig "$u"; done
 	say "certificates"
+}
+
+# webhook_cert: the serving certificate of agent-sandbox v0.5.6's conversion webhook (127.0.0.1 only).
+webhook_cert() {
+	[ -f "$P/webhook/tls.crt" ] && return
+	mkdir -p "$P/webhook"
+	(cd "$P" && cert webhook "/CN=agent-sandbox-webhook" "basicConstraints=CA:FALSE
+keyUsage=digitalSignature,keyEncipherment
+extendedKeyUsage=serverAuth
+subjectAltName=IP:127.0.0.1")
+	mv "$P/webhook.crt" "$P/webhook/tls.crt"
+	mv "$P/webhook.key" "$P/webhook/tls.key"
 }
 
 # cert <name> <subject> <extensions>: a key and a certificate signed by the lab CA (run in $P).
@@ -116,10 +142,24 @@ state = "$LAB/containerd/state"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
         Root = "$R/runc-root"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runsc]
+      runtime_type = "io.containerd.runsc.v1"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runsc.options]
+        TypeUrl = "io.containerd.runsc.v1.options"
+        ConfigPath = "$E/runsc.toml"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$LAB/cni/net.d"
 EOC
+	# runsc's platform: systrap (ptrace also works here; kvm hangs in this VM)
+	cat >"$E/runsc.toml" <<EOR
+binary_name = "$BIN/runsc"
+root = "$R/runsc-root"
+[runsc_config]
+  platform = "${RUNSC_PLATFORM:-systrap}"
+EOR
+	# containerd finds a runtime's shim as containerd-shim-<name>-<version> on its PATH
+	export PATH=$BIN:$PATH
 	mkdir -p /run/netns
 	mountpoint -q /run/netns || mount --bind /run/netns /run/netns
 	mount --make-shared /run/netns
@@ -197,12 +237,35 @@ EOK
 }
 
 agent_sandbox_up() {
-	local k=("$BIN/kubectl" --kubeconfig "$E/admin.kubeconfig")
-	"${k[@]}" apply --server-side -f "$LAB/manifests/agent-sandbox/" >/dev/null
+	local k=("$BIN/kubectl" --kubeconfig "$E/admin.kubeconfig") crd flags=()
+	"${k[@]}" apply --server-side -f "$AS_MAN/" >/dev/null
+	if [ "$AS_VERSION" = v0.5.6 ]; then
+		# The stock CRDs call the webhook through a Service in agent-sandbox-system; here the controller
+		# runs on the host, so the apiserver calls it at 127.0.0.1:9443 with the lab CA.
+		webhook_cert
+		local ca; ca=$(base64 -w0 <"$P/ca.crt")
+		for crd in sandboxes.agents.x-k8s.io sandboxclaims.extensions.agents.x-k8s.io \
+			sandboxtemplates.extensions.agents.x-k8s.io sandboxwarmpools.extensions.agents.x-k8s.io; do
+			local patch='{"op":"replace","path":"/spec/conversion/webhook/clientConfig","value":{"url":"https://127.0.0.1:9443/convert","caBundle":"'$ca'"}}'
+			# v1.0 serves v1beta1 only: stop serving v1alpha1 (versions[1] is v1alpha1 in v0.5.6's CRDs)
+			[ "$AS_SERVE" = v1beta1 ] &&
+				patch=$patch',{"op":"test","path":"/spec/versions/1/name","value":"v1alpha1"},{"op":"replace","path":"/spec/versions/1/served","value":false}'
+			"${k[@]}" patch crd "$crd" --type=json -p "[$patch]" >/dev/null
+		done
+		flags=(--manage-webhook-certs=false --webhook-cert-dir="$P/webhook" --webhook-port=9443)
+	fi
 	"${k[@]}" wait --for=condition=Established crd --all --timeout=60s >/dev/null
-	KUBECONFIG=$E/admin.kubeconfig start agent-sandbox-controller "$BIN/agent-sandbox-controller" --extensions \
-		--metrics-bind-address=127.0.0.1:18080 --health-probe-bind-address=127.0.0.1:18081 --leader-elect=false
-	wait_for "agent-sandbox controller" 60 curl -sf http://127.0.0.1:18081/readyz
+	KUBECONFIG=$E/admin.kubeconfig start agent-sandbox-controller "$AS_BIN" --extensions \
+		--metrics-bind-address=127.0.0.1:18080 --health-probe-bind-address=127.0.0.1:18081 --leader-elect=false "${flags[@]}"
+	wait_for "agent-sandbox controller $AS_VERSION (served: $AS_SERVE)" 60 curl -sf http://127.0.0.1:18081/readyz
+	if [ "$AS_VERSION" = v0.5.6 ]; then
+		wait_for "conversion webhook" 30 curl -sf --cacert "$P/ca.crt" -o /dev/null -X POST -H 'Content-Type: application/json' \
+			-d '{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"1","desiredAPIVersion":"extensions.agents.x-k8s.io/v1beta1","objects":[]}}' \
+			https://127.0.0.1:9443/convert
+	fi
+	# pods of a pool rendered with RuntimeClass gvisor run under runsc
+	printf 'apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata: {name: gvisor}\nhandler: runsc\n' |
+		"${k[@]}" apply --server-side -f - >/dev/null
 }
 
 certs
