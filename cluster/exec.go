@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -26,17 +27,22 @@ import (
 // environment and no fd 3, and a killed stream does not kill the process):
 //
 // wrapperScript runs under the pod's /bin/sh (busybox ash is enough). It
-// starts the command in a session of its own (setsid; `set -m` where there is
-// none) with exactly cmd.Env plus SBX_EXEC_ID=<id> (env -i), in cmd.Dir,
-// with fd 3 going to a file, records the session id in
-// $TMPDIR/.sbx-exec/<id>.pid and waits. When the command has exited it kills
-// what the command left running (as the local backend's per-command pid
-// namespace does; it also keeps a leftover that holds stdout from stalling
-// the exec stream), then writes a marker (RS, a random token per command, RS)
-// and the fd 3 file to stdout. Exec splits that trailer off the stdout
-// stream (fd3Splitter) and hands it to cmd.Fd3. When cmd.Stdout and
-// cmd.Stderr are one writer, the wrapper merges stderr into stdout in the
-// pod, so their order is exact.
+// looks the program up as internal/runner does (on the PATH of cmd.Env, else
+// on sandbox.DefaultPath; not found exits 127), starts it in a session of its
+// own (setsid; `set -m` where there is none) with exactly cmd.Env (env -i),
+// in cmd.Dir, with fd 3 going to a file, records the session id and its own
+// pid in $TMPDIR/.sbx-exec/<id>.pid and waits. When the command has exited it
+// kills what the command left running in its session (as the local backend's
+// per-command pid namespace does; it also keeps a leftover that holds stdout
+// from stalling the exec stream), then writes a marker (RS, a random token
+// per command, RS) and the fd 3 file to stdout. Exec splits that trailer off
+// the stdout stream (fd3Splitter) and hands it to cmd.Fd3. When cmd.Stdout
+// and cmd.Stderr are one writer, the wrapper merges stderr into stdout in the
+// pod, so their order is exact. When a stdin was given, the wrapper reads
+// what the command left of it to its end (a cat in the background, after
+// the trailer): the container runtime ends an exec only once its stdin has
+// been copied, so a command that reads none of a large stdin would keep its
+// exec open for ever.
 //
 // A timeout or a cancellation runs killTree: a second exec of killScript.
 // Both use killFunc.
@@ -45,27 +51,39 @@ import (
 // no static helper binary to upload) and a command without a sync: every
 // other command goes through the in-pod helper, whose run is the one the
 // local backend's worker has too (internal/runner). The wrapper keeps to the
-// same contract, exit codes and signal names (sandbox.SignalName) included;
-// the shell's own lookup finds the program (env -i's execvp: without a PATH
-// in cmd.Env that is libc's default path, not sandbox.DefaultPath), and a
-// working directory that cannot be entered exits 125.
+// same contract (sandboxtest), exit codes and signal names
+// (sandbox.SignalName) included; a working directory that cannot be entered
+// exits 125.
 //
-// killFunc kills the process tree of a command, given its session id and
-// exec id: every process in the command's session, every process that still
-// carries the command's SBX_EXEC_ID in its environment (double-forked
-// daemons that left the session; only when the exec id is given: the
-// wrapper's cleanup after a normal exit skips that scan, which costs a
-// process, to keep a command's overhead low), and every descendant of
-// those, each stopped as it is found (so nothing forks away) and then
-// killed. It uses shell builtins but for that one grep.
+// killFunc kills the process tree of a command, given its session id and,
+// from killScript, the wrapper's pid and the command's fd 3 file: every
+// process in the command's session, every process that holds the command's
+// output pipes (the wrapper's stdout and stderr, when they are pipes) or its
+// fd 3 file (double-forked daemons that left the session, which would keep
+// the exec stream open; only from killScript: the wrapper's cleanup after a
+// normal exit skips that scan to keep a command's overhead low), and every
+// descendant of those, each stopped as it is found (so nothing forks away)
+// and then killed. Nothing marks the command's processes in their
+// environment: a command's environment is exactly cmd.Env. It uses shell
+// builtins only.
 const killFunc = `sbx_kill() {
-  sid=$1
+  sid=$1 wp=$2 f3=$3
   kill -STOP "$sid" 2>/dev/null
   pids=" $sid "
-  [ -n "$2" ] && for e in $(grep -ls "SBX_EXEC_ID=$2" /proc/[0-9]*/environ 2>/dev/null); do
-    q=${e#/proc/}; q=${q%/environ}
-    kill -STOP "$q" 2>/dev/null; pids="$pids$q "
-  done
+  if [ -n "$wp" ]; then
+    o1= o2=
+    [ -p "/proc/$wp/fd/1" ] && o1=/proc/$wp/fd/1
+    [ -p "/proc/$wp/fd/2" ] && o2=/proc/$wp/fd/2
+    for p in /proc/[0-9]*; do
+      q=${p#/proc/}
+      case " $wp $$ $pids" in *" $q "*) continue ;; esac
+      for x in "$p"/fd/*; do
+        if [ "$x" -ef "$f3" ] || { [ -n "$o1" ] && [ "$x" -ef "$o1" ]; } || { [ -n "$o2" ] && [ "$x" -ef "$o2" ]; }; then
+          kill -STOP "$q" 2>/dev/null; pids="$pids$q "; break
+        fi
+      done
+    done
+  fi
   n=0
   while [ $n -lt 10 ]; do
     new=""
@@ -84,37 +102,65 @@ const killFunc = `sbx_kill() {
     pids="$pids$new"
     n=$((n+1))
   done
-  [ "$pids" = " $sid " ] || kill -KILL $pids 2>/dev/null
+  # After a normal exit the leader is gone (its pid may be reused): kill it
+  # only from killScript, where it still runs.
+  [ -z "$wp" ] && [ "$pids" = " $sid " ] || kill -KILL $pids 2>/dev/null
 }
 `
 
-const wrapperScript = killFunc + `id=$1 dir=$2 merge=$3 mark=$4; shift 4
+// wrapperScript's arguments: the exec id, the directory, merge (1: stderr
+// into stdout), the marker, stdin (1: one was given), the lookup path, the
+// number of environment entries, then the entries and the argv. The command
+// line it evals names positional parameters only, never their values.
+const wrapperScript = killFunc + `id=$1 dir=$2 merge=$3 mark=$4 in=$5 lp=$6 ne=$7; shift 7
 d=${TMPDIR:-/tmp}/.sbx-exec
 [ -d "$d" ] || { mkdir -p "$d"; chmod 700 "$d"; } 2>/dev/null
 f=$d/$id
 cd "$dir" || { printf '\036%s\036' "$mark"; exit 125; }
 [ "$merge" = 1 ] && exec 2>&1
+eval "prog=\${$((ne+1))}"
+case $prog in
+*/*) ;;
+*)
+  set -f; o=$IFS; IFS=:; found=
+  for x in $lp; do
+    [ -n "$x" ] || x=.
+    if [ -f "$x/$prog" ] && [ -x "$x/$prog" ]; then found=$x/$prog; break; fi
+  done
+  IFS=$o; set +f
+  if [ -z "$found" ]; then
+    printf '%s: command not found\n' "$prog" >&2
+    printf '\036%s\036' "$mark"; exit 127
+  fi
+  prog=$found ;;
+esac
+c="env -i" i=0
+while [ $i -lt "$ne" ]; do i=$((i+1)); c="$c \"\${$i}\""; done
+i=$((i+1)); c="$c \"\$prog\""
+while [ $i -lt $# ]; do i=$((i+1)); c="$c \"\${$i}\""; done
 exec 4<&0
 if command -v setsid >/dev/null 2>&1; then
-  setsid env -i SBX_EXEC_ID="$id" "$@" <&4 3>"$f.fd3" 4<&- &
+  eval "setsid $c <&4 3>\"\$f.fd3\" 4<&- &"
 else
-  set -m; env -i SBX_EXEC_ID="$id" "$@" <&4 3>"$f.fd3" 4<&- &
+  set -m; eval "$c <&4 3>\"\$f.fd3\" 4<&- &"
 fi
 pid=$!
-echo $pid >"$f.pid"
+echo "$pid $$" >"$f.pid"
 exec 4<&-
 wait $pid; rc=$?
-sbx_kill $pid ""
+sbx_kill $pid
 printf '\036%s\036' "$mark"
 [ -s "$f.fd3" ] && head -c 4098 "$f.fd3"
 rm -f "$f.fd3" "$f.pid"
+# (a background list's stdin is /dev/null before its redirections: hence fd 4)
+[ "$in" = 1 ] && { exec 4<&0; cat <&4 >/dev/null 2>&1 4<&- & }
 exit $rc`
 
 // killScript kills the tree of the running command whose exec id is $1.
-const killScript = killFunc + `f=${TMPDIR:-/tmp}/.sbx-exec/$1.pid
-[ -r "$f" ] || exit 0
-read -r sid <"$f" || exit 0
-sbx_kill "$sid" "$1"
+const killScript = killFunc + `f=${TMPDIR:-/tmp}/.sbx-exec/$1
+[ -r "$f.pid" ] || exit 0
+read -r sid wp <"$f.pid" || exit 0
+sbx_kill "$sid" "$wp" "$f.fd3"
 exit 0`
 
 // ttyScript runs a command on the exec's terminal: in cmd.Dir with exactly
@@ -179,9 +225,7 @@ func (s *Sandbox) execWrapper(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Re
 	start := time.Now()
 	id, mark := randomID(), randomID()
 	merge := cmd.Stdout != nil && cmd.Stdout == cmd.Stderr
-	argv := []string{"/bin/sh", "-c", wrapperScript, "sbx", id, cmd.Dir, boolArg(merge), mark}
-	argv = append(argv, cmd.Env...)
-	argv = append(argv, cmd.Argv...)
+	argv := append([]string{"/bin/sh", "-c"}, wrapperArgs(id, cmd.Dir, merge, mark, cmd.Stdin != nil, cmd.Env, cmd.Argv)...)
 	out := newFd3Splitter(orDiscard(cmd.Stdout), "\x1e"+mark+"\x1e")
 	var errw io.Writer
 	if !merge && cmd.Stderr != nil {
@@ -234,6 +278,26 @@ func (s *Sandbox) execWrapper(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Re
 		return sandbox.Result{Duration: time.Since(start)}, fmt.Errorf("exec in pod %s: %w (the command was killed)", s.pod, err)
 	}
 	return s.result(ctx, err, start, out.Found())
+}
+
+// wrapperArgs are the arguments of sh -c that run argv with wrapperScript.
+func wrapperArgs(id, dir string, merge bool, mark string, stdin bool, env, argv []string) []string {
+	args := []string{wrapperScript, "sbx", id, dir, boolArg(merge), mark, boolArg(stdin), lookupPath(env), strconv.Itoa(len(env))}
+	args = append(args, env...)
+	return append(args, argv...)
+}
+
+// lookupPath is where the wrapper looks a program up: the last PATH of env,
+// as the command gets it, else sandbox.DefaultPath (internal/runner.LookPath
+// has the same rule).
+func lookupPath(env []string) string {
+	path := sandbox.DefaultPath
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok && v != "" {
+			path = v
+		}
+	}
+	return path
 }
 
 func boolArg(b bool) string {

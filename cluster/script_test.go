@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sbx-sh/sbx/sandbox"
 )
 
 // The in-pod scripts must work under busybox sh (the lab's pod image) and
@@ -28,8 +30,8 @@ func runWrapper(t *testing.T, id, dir string, merge bool, env []string, argv ...
 	t.Helper()
 	sh := podShell(t)
 	mark := randomID()
-	args := append(append([]string{}, sh[1:]...), "-c", wrapperScript, "sbx", id, dir, boolArg(merge), mark)
-	args = append(append(args, env...), argv...)
+	args := append(append([]string{}, sh[1:]...), "-c")
+	args = append(args, wrapperArgs(id, dir, merge, mark, false, env, argv)...)
 	c := exec.Command(sh[0], args...)
 	c.Env = []string{"PATH=/usr/bin:/bin", "TMPDIR=" + t.TempDir()}
 	var out, errb bytes.Buffer
@@ -87,8 +89,8 @@ func TestKillScriptKillsTree(t *testing.T) {
 	// odd numbers no other test uses, so that ps finds only them (go test
 	// runs other packages' sandboxes beside this one).
 	sleeps := []string{"sleep 30071", "sleep 30072", "sleep 30073"}
-	c := exec.Command(sh[0], append(append([]string{}, sh[1:]...), "-c", wrapperScript, "sbx", "k1", "/", "0", mark,
-		"PATH=/usr/bin:/bin", "sh", "-c", sleeps[0]+" & (setsid "+sleeps[1]+" &) ; "+sleeps[2])...)
+	c := exec.Command(sh[0], append(append([]string{}, sh[1:]...), append([]string{"-c"}, wrapperArgs("k1", "/", false, mark, false,
+		[]string{"PATH=/usr/bin:/bin"}, []string{"sh", "-c", sleeps[0] + " & (setsid " + sleeps[1] + " &) ; " + sleeps[2]})...)...)...)
 	c.Env = []string{"PATH=/usr/bin:/bin", "TMPDIR=" + tmp}
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
@@ -175,5 +177,162 @@ func TestWrapperKillsLeftovers(t *testing.T) {
 	ps, _ := exec.Command("ps", "-eo", "args").Output()
 	if strings.Contains(string(ps), "sleep 311") {
 		t.Error("the background sleep survived its command")
+	}
+}
+
+// The wrapper's command gets exactly the environment it is given: nothing
+// of the wrapper's own (its exec id, TMPDIR), which commands could see.
+func TestWrapperExactEnv(t *testing.T) {
+	env := []string{"PATH=/usr/bin:/bin", "X=y z", "EMPTY="}
+	out, errs, _, code := runWrapper(t, "e1", "/", false, env, "env")
+	got := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	slices.Sort(got)
+	want := slices.Clone(env)
+	slices.Sort(want)
+	if code != 0 || !slices.Equal(got, want) {
+		t.Errorf("env: got %q (exit %d, stderr %q), want exactly %q", got, code, errs, want)
+	}
+}
+
+// A program is looked up as internal/runner does: on the PATH of the
+// command's Env, else on sandbox.DefaultPath (not libc's default), and the
+// environment stays empty; a name found nowhere exits 127.
+func TestWrapperLookup(t *testing.T) {
+	for _, c := range []struct {
+		env  []string
+		want string
+	}{
+		{nil, sandbox.DefaultPath},
+		{[]string{"X=1"}, sandbox.DefaultPath},
+		{[]string{"PATH="}, sandbox.DefaultPath},
+		{[]string{"PATH=/a", "PATH=/b:/c"}, "/b:/c"},
+	} {
+		if got := lookupPath(c.env); got != c.want {
+			t.Errorf("lookupPath(%q) = %q, want %q", c.env, got, c.want)
+		}
+	}
+	// The script searches the path it is given: a program only there runs,
+	// with an empty environment.
+	bin := t.TempDir()
+	if err := os.WriteFile(bin+"/sbx-only-here", []byte("#!/bin/sh\necho found; exec /usr/bin/env -u PWD\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sh := podShell(t)
+	mark := randomID()
+	run := func(argv ...string) (string, int) {
+		args := append(append([]string{}, sh[1:]...), "-c")
+		args = append(args, wrapperArgs("p1", "/", true, mark, false, nil, argv)...)
+		args[len(sh[1:])+1+7] = "/nonexistent:" + bin // the lookup path argument
+		c := exec.Command(sh[0], args...)
+		c.Env = []string{"PATH=/usr/bin:/bin", "TMPDIR=" + t.TempDir()}
+		var out bytes.Buffer
+		sp := newFd3Splitter(&out, "\x1e"+mark+"\x1e")
+		c.Stdout, c.Stderr = sp, sp
+		c.Run()
+		sp.Flush()
+		return out.String(), c.ProcessState.ExitCode()
+	}
+	if out, code := run("sbx-only-here"); code != 0 || out != "found\n" {
+		t.Errorf("a program on the lookup path, empty Env: exit %d, output %q; want it found, and no environment", code, out)
+	}
+	if out, code := run("sbx-no-such-program"); code != 127 || !strings.Contains(out, "sbx-no-such-program: command not found") {
+		t.Errorf("a program on no path: exit %d, output %q; want 127 and command not found", code, out)
+	}
+	if _, code := run("/no/such/program"); code != 127 {
+		t.Errorf("a missing absolute path: exit %d, want 127", code)
+	}
+}
+
+// A command that reads none of a large stdin still ends its exec. The
+// container runtime ends an exec only once it has copied all of the stdin
+// (it holds the read end of the pipe it writes into); the test holds a read
+// end the same way and waits for every byte to be taken.
+func TestWrapperUnreadStdin(t *testing.T) {
+	sh := podShell(t)
+	mark := randomID()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	args := append(append([]string{}, sh[1:]...), "-c")
+	args = append(args, wrapperArgs("i1", "/", false, mark, true, []string{"PATH=/usr/bin:/bin"}, []string{"true"})...)
+	c := exec.Command(sh[0], args...)
+	c.Env = []string{"PATH=/usr/bin:/bin", "TMPDIR=" + t.TempDir()}
+	c.Stdin = r
+	var out bytes.Buffer
+	sp := newFd3Splitter(&out, "\x1e"+mark+"\x1e")
+	c.Stdout = sp
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := w.Write(make([]byte, 4<<20))
+		w.Close()
+		wrote <- err
+	}()
+	select {
+	case err := <-wrote:
+		if err != nil {
+			t.Errorf("writing the stdin: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		w.Close()
+		r.Close()
+		t.Fatal("4 MiB of stdin that the command does not read were not taken in 20 s: the exec would never end")
+	}
+	if err := c.Wait(); err != nil || !sp.Found() {
+		t.Errorf("wrapper: %v, marker found %v", err, sp.Found())
+	}
+}
+
+// The kill scan finds what holds the command's output pipes, never what
+// merely shares a /dev/null with it: a process outside the command that
+// has /dev/null as its stdout and stderr survives the kill.
+func TestKillScriptSparesOthers(t *testing.T) {
+	sh := podShell(t)
+	tmp := t.TempDir()
+	other := exec.Command("sleep", "30075") // stdin, stdout, stderr: /dev/null
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	otherDone := make(chan error, 1)
+	go func() { otherDone <- other.Wait() }()
+	defer other.Process.Kill()
+	c := exec.Command(sh[0], append(append([]string{}, sh[1:]...), append([]string{"-c"}, wrapperArgs("k2", "/", false, randomID(), false,
+		[]string{"PATH=/usr/bin:/bin"}, []string{"sleep", "30076"})...)...)...)
+	c.Env = []string{"PATH=/usr/bin:/bin", "TMPDIR=" + tmp}
+	// The wrapper's stdout and stderr are /dev/null too.
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(tmp + "/.sbx-exec/k2.pid"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the wrapper did not record its command's pid")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	k := exec.Command(sh[0], append(append([]string{}, sh[1:]...), "-c", killScript, "sbx", "k2")...)
+	k.Env = c.Env
+	if out, err := k.CombinedOutput(); err != nil {
+		t.Fatalf("kill script: %v: %s", err, out)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		c.Process.Kill()
+		t.Fatal("wrapper still running 10s after the kill script")
+	}
+	select {
+	case err := <-otherDone:
+		t.Errorf("a process outside the command was killed: %v", err)
+	default:
 	}
 }
