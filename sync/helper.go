@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	gosync "sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sbx-sh/sbx/internal/escape"
@@ -94,11 +95,18 @@ func conflictName(r *os.Root, p string) string {
 }
 
 type helperState struct {
+	// Manifest is the tree as the last Collect found it (after the push
+	// of that round trip).
 	Manifest Manifest
-	// Pending is the manifest after the last pull, and PendingSeq its round
-	// trip; it becomes Manifest when the host acknowledges that pull.
-	Pending    Manifest
+	// Undo, for the pull of round trip PendingSeq, restores from Manifest
+	// the manifest the host acknowledged before that pull: the pull's
+	// changes are forgotten, and so sent again, unless the host
+	// acknowledges it (HelperRequest.Ack).
+	Undo       Undo
 	PendingSeq uint64
+	// Pending is the format before Undo: the whole manifest after the
+	// last pull, Manifest being the one before. Read, never written.
+	Pending Manifest
 	// Skipped are the paths the last scans could not read (Scanner.Skipped),
 	// by path, with the reason: each is reported once, not every command.
 	Skipped map[string]string
@@ -117,6 +125,9 @@ type helperDir struct {
 	state helperState
 	file  string
 	dirty bool // the state differs from the file
+	watch *Watch
+	// undone lists the paths a rollback of an unacknowledged pull changed.
+	undone []string
 }
 
 // NewHelper loads the helper's state for req. The host serializes the round
@@ -142,72 +153,119 @@ func NewHelper(req HelperRequest) (*Helper, error) {
 		}
 		sum := sha256.Sum256([]byte(d.Path))
 		hd := &helperDir{d: d, ex: ex, file: filepath.Join(req.StateDir, hex.EncodeToString(sum[:8])+".state")}
-		if !d.Reset {
-			hd.load()
-		}
+		hd.load(!d.Reset, strings.Join(d.Exclude, "\x00"))
 		if hd.state.Manifest == nil {
 			hd.state.Manifest = Manifest{}
 		}
+		acked := req.Ack != 0 && hd.state.PendingSeq == req.Ack
 		// Acknowledged: the host has what the last pull sent. Not
-		// acknowledged: forget it, so it is sent again.
+		// acknowledged: forget it, so it is sent again. Either way this is
+		// redone the same on every load until the next save, so it is not
+		// saved by itself.
 		if hd.state.Pending != nil {
-			if hd.state.PendingSeq == req.Ack && req.Ack != 0 {
+			if acked {
 				hd.state.Manifest = hd.state.Pending
 			}
-			hd.state.Pending, hd.state.PendingSeq = nil, 0
-			hd.dirty = true
+			hd.state.Pending = nil
+			hd.watch.Invalidate("an old state file")
 		}
+		if hd.state.Undo != nil && !acked {
+			hd.state.Undo.Apply(hd.state.Manifest)
+			hd.undone = hd.state.Undo.paths()
+		}
+		hd.state.Undo, hd.state.PendingSeq = nil, 0
 		if d.Reset {
 			hd.dirty = true
+			hd.watch.Invalidate("the host reset the sandbox side")
 		}
 		h.dirs = append(h.dirs, hd)
 	}
 	return h, nil
 }
 
-// stateCache keeps the last state each file held in this process: a
-// long-lived helper (the local worker) skips decoding it again when the file
-// has not changed since.
-var stateCache = struct {
+// live keeps, in a long-lived process that runs round trips one after
+// another (the local worker), each state file's state in memory, with its
+// watch: a round trip takes it (no decoding, no copy) and puts it back.
+var live = struct {
 	gosync.Mutex
-	m map[string]cachedState
-}{m: map[string]cachedState{}}
+	m map[string]*liveState
+}{m: map[string]*liveState{}}
 
-type cachedState struct {
-	sig   string
+type liveState struct {
+	sig   string // the file as this process last wrote or read it
+	key   string // the excludes the watch was made with
 	state helperState
+	watch *Watch
 }
 
-func fileSig(f *os.File) string {
-	fi, err := f.Stat()
-	if err != nil {
+// stateLoads counts the state files decoded and stateSaves those written
+// (for tests).
+var stateLoads, stateSaves atomic.Int64
+
+func fileSig(fi os.FileInfo) string {
+	if fi == nil {
 		return ""
 	}
-	return fmt.Sprintf("%d:%d:%v", fi.Size(), fi.ModTime().UnixNano(), fi.Sys())
+	ctime, ino := statIDs(fi)
+	return fmt.Sprintf("%d:%d:%d:%d", fi.Size(), fi.ModTime().UnixNano(), ctime, ino)
 }
 
-func (hd *helperDir) load() {
+// load takes the state from memory when this process last wrote or read
+// the file as it is now, else decodes it; with use false (a reset) only the
+// watch is kept.
+func (hd *helperDir) load(use bool, key string) {
+	live.Lock()
+	ls := live.m[hd.file]
+	delete(live.m, hd.file)
+	live.Unlock()
+	if ls != nil && ls.key != key {
+		ls.watch.Close()
+		ls = nil
+	}
+	if ls != nil {
+		hd.watch = ls.watch
+	} else if watchSupported && WatchHelper {
+		hd.watch = NewWatch(hd.d.Path, hd.ex)
+	}
+	if !use {
+		return
+	}
+	fi, _ := os.Stat(hd.file)
+	sig := fileSig(fi)
+	if ls != nil && sig != "" && ls.sig == sig {
+		hd.state = ls.state
+		return
+	}
+	// Another process wrote it (or it is gone): what the watch saw is not
+	// what this state was scanned from.
+	hd.watch.Invalidate("the state file changed under this process")
 	f, err := os.Open(hd.file)
 	if err != nil {
 		return
 	}
 	defer f.Close()
-	sig := fileSig(f)
-	stateCache.Lock()
-	c, ok := stateCache.m[hd.file]
-	stateCache.Unlock()
-	if ok && c.sig == sig && sig != "" {
-		hd.state = helperState{Manifest: maps.Clone(c.state.Manifest), Pending: c.state.Pending, PendingSeq: c.state.PendingSeq}
-		return
-	}
 	var st helperState
 	if gob.NewDecoder(f).Decode(&st) == nil {
+		stateLoads.Add(1)
 		hd.state = st
-		stateCache.Lock()
-		stateCache.m[hd.file] = cachedState{sig: sig, state: helperState{Manifest: maps.Clone(st.Manifest), Pending: st.Pending, PendingSeq: st.PendingSeq}}
-		stateCache.Unlock()
 	}
 }
+
+// release puts the state back in memory for the next round trip.
+func (hd *helperDir) release() {
+	fi, _ := os.Stat(hd.file)
+	live.Lock()
+	if old := live.m[hd.file]; old != nil && old.watch != hd.watch {
+		old.watch.Close()
+	}
+	live.m[hd.file] = &liveState{sig: fileSig(fi), key: strings.Join(hd.d.Exclude, "\x00"), state: hd.state, watch: hd.watch}
+	live.Unlock()
+}
+
+// WatchHelper makes a long-lived process's helpers watch their code dirs
+// (Watch); the local worker sets it. A helper process that runs one round
+// trip (the in-pod helper) gains nothing by it.
+var WatchHelper = false
 
 func (hd *helperDir) save() error {
 	tmp := hd.file + ".tmp"
@@ -216,7 +274,6 @@ func (hd *helperDir) save() error {
 		return err
 	}
 	err = gob.NewEncoder(f).Encode(hd.state)
-	sig := fileSig(f)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -226,9 +283,8 @@ func (hd *helperDir) save() error {
 	if err := os.Rename(tmp, hd.file); err != nil {
 		return err
 	}
-	stateCache.Lock()
-	stateCache.m[hd.file] = cachedState{sig: sig, state: helperState{Manifest: maps.Clone(hd.state.Manifest), Pending: hd.state.Pending, PendingSeq: hd.state.PendingSeq}}
-	stateCache.Unlock()
+	stateSaves.Add(1)
+	hd.dirty = false
 	return nil
 }
 
@@ -349,9 +405,13 @@ func (h *Helper) Apply(push io.Reader) error {
 		dirs.close()
 		r.Close()
 		if err != nil {
+			h.abandon()
 			return err
 		}
 		if applied > 0 || hd.dirty {
+			// Kept for a process that dies before Collect (the command
+			// killed it): the next one must not take what was applied
+			// for the sandbox's own changes.
 			if err := hd.save(); err != nil {
 				return err
 			}
@@ -442,8 +502,15 @@ func sameIgnoringHash(a, b Entry) bool {
 func (h *Helper) Collect(pull io.Writer) HelperReply {
 	for _, hd := range h.dirs {
 		sc := &Scanner{Exclude: hd.ex}
-		cur, err := sc.Scan(hd.d.Path, hd.state.Manifest)
+		if hd.watch != nil && hd.watch.n != nil && len(hd.undone) > 0 {
+			hd.watch.n.touch(hd.undone) // rolled back: to be seen again
+		}
+		// The manifest becomes the tree as it is now, in place; u undoes
+		// it unless the host acknowledges this pull.
+		before := hd.state.Manifest
+		changes, u, err := sc.Update(hd.d.Path, hd.state.Manifest, hd.watch)
 		if err != nil {
+			h.abandon()
 			h.reply.Error = err.Error()
 			return h.reply
 		}
@@ -458,13 +525,13 @@ func (h *Helper) Collect(pull io.Writer) HelperReply {
 			h.reply.Kept = append(h.reply.Kept, Refusal{filepath.Join(hd.d.Path, s.Path), s.Reason + "; it stays in the sandbox"})
 		}
 		var send []Change
-		for _, c := range Diff(hd.state.Manifest, cur) {
+		for _, c := range changes {
 			if r := CheckPullBack(c.Path, c.Entry, c.Deleted); r != nil {
 				r.Path = filepath.Join(hd.d.Path, r.Path)
 				h.reply.Kept = append(h.reply.Kept, *r)
 				continue
 			}
-			if old, had := hd.state.Manifest[c.Path]; had && !c.Deleted && objectFile(c.Path) && old.Mode.IsRegular() &&
+			if old, had := previous(before, u, c.Path); had && !c.Deleted && objectFile(c.Path) && old.Mode.IsRegular() &&
 				(c.Entry.Mode != old.Mode || c.Entry.Size != old.Size) {
 				// The host refuses a same-size rewrite too (it has the
 				// content to compare); this one is plain here.
@@ -484,20 +551,48 @@ func (h *Helper) Collect(pull io.Writer) HelperReply {
 			send = append(send, c)
 		}
 		if err := WritePatch(pull, hd.d.Path, send); err != nil {
+			h.abandon()
 			h.reply.Error = err.Error()
 			return h.reply
 		}
 		h.reply.Sent += len(send)
-		if len(send) == 0 && !hd.dirty {
-			continue // nothing to acknowledge, nothing to save
+		if len(u) > 0 {
+			hd.state.Undo, hd.state.PendingSeq = u, h.req.Seq
 		}
-		hd.state.Pending, hd.state.PendingSeq = cur, h.req.Seq
-		if err := hd.save(); err != nil {
-			h.reply.Error = err.Error()
-			return h.reply
+		if len(send) > 0 || hd.dirty {
+			// Else nothing to acknowledge (what changed was kept here,
+			// and is undone and reported again next time, as the state
+			// file says): the file stays as it is.
+			if err := hd.save(); err != nil {
+				h.abandon()
+				h.reply.Error = err.Error()
+				return h.reply
+			}
 		}
 	}
+	for _, hd := range h.dirs {
+		hd.release()
+	}
 	return h.reply
+}
+
+// previous is what the manifest held at p before Update changed it in
+// place (u records each path it changed).
+func previous(m Manifest, u Undo, p string) (Entry, bool) {
+	if x, ok := u[p]; ok {
+		return x.Entry, x.Had
+	}
+	e, ok := m[p]
+	return e, ok
+}
+
+// abandon drops what this process keeps of the helper's state: the next
+// round trip decodes the state file and scans in full.
+func (h *Helper) abandon() {
+	for _, hd := range h.dirs {
+		hd.watch.Close()
+		hd.watch = nil
+	}
 }
 
 // newSkips returns the skipped paths to remember (now's) and those of now

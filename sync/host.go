@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path"
 	"path/filepath"
@@ -49,10 +50,50 @@ type Host struct {
 	// MassDelete decides which pull-backs' deletions are held; nil means
 	// DefaultMassDelete.
 	MassDelete *MassDelete
+	// open is the round begun on the watched manifests and not finished:
+	// the next Begin undoes what its scan changed.
+	open *Round
+}
+
+// Watch makes the host side keep its manifests current from file-system
+// events (Watch), for a process that runs many round trips (sbx-mcp): a
+// round trip then costs what changed on the host, not a walk of the whole
+// tree. log is told why a full scan was needed; nil logs nothing.
+func (h *Host) Watch(log *slog.Logger) {
+	for _, d := range h.dirs {
+		if d.watch == nil {
+			d.watch = NewWatch(d.cfg.Path, d.ex)
+			d.watch.Log = log
+		}
+	}
+}
+
+// Close stops the watches.
+func (h *Host) Close() {
+	for _, d := range h.dirs {
+		d.watch.Close()
+		d.watch = nil
+	}
+}
+
+// rollback undoes the scans of a round that did not finish.
+func (h *Host) rollback() {
+	r := h.open
+	h.open = nil
+	if r == nil {
+		return
+	}
+	for i, d := range h.dirs {
+		if i < len(r.undo) && r.undo[i] != nil && i < len(h.st.Manifests) {
+			r.undo[i].Apply(h.st.Manifests[i])
+		}
+		d.watch.Invalidate("the last round trip did not finish")
+	}
 }
 
 type hostDir struct {
 	cfg       HostDir
+	watch     *Watch // nil: every scan is a full one
 	ex        *Matcher
 	protected *protectedSet
 	excludes  []string // what the helper is told
@@ -198,6 +239,10 @@ func (h *Host) save() error {
 // Reset forgets the sandbox side: the next round trip pushes every file (a
 // new sandbox starts empty).
 func (h *Host) Reset() {
+	h.open = nil
+	for _, d := range h.dirs {
+		d.watch.Invalidate("the sandbox side was reset")
+	}
 	h.st = hostState{Reset: true, Seq: h.st.Seq}
 	for range h.dirs {
 		h.st.Manifests = append(h.st.Manifests, Manifest{})
@@ -211,6 +256,7 @@ type Round struct {
 	h       *Host
 	Request HelperRequest
 	cur     []Manifest
+	undo    []Undo // per watched dir: what its scan changed in place
 	changes [][]Change
 	spooled bool
 	report  Report
@@ -232,6 +278,7 @@ const maxSeen = 1000
 // prepares the round trip: its request and its push.
 func (h *Host) Begin() (*Round, Report, error) {
 	var recovered Report
+	h.rollback()
 	if err := h.recover(&recovered); err != nil {
 		return nil, recovered, err
 	}
@@ -253,13 +300,36 @@ func (h *Host) Begin() (*Round, Report, error) {
 		for i, d := range h.dirs {
 			if d.cfg.Path == x.Dir && CheckPath(x.Path) == nil {
 				forget(h.st.Manifests[i], x.Path, true)
+				if d.watch != nil && d.watch.n != nil {
+					d.watch.n.touch([]string{x.Path})
+				}
 			}
 		}
 		r.rejected++
 	}
 	for i, d := range h.dirs {
 		sc := &Scanner{Exclude: d.ex}
-		cur, err := sc.Scan(d.cfg.Path, h.st.Manifests[i])
+		var (
+			cur     Manifest
+			changes []Change
+			err     error
+		)
+		if d.watch != nil {
+			// In place: the round undoes it if it does not finish.
+			cur = h.st.Manifests[i]
+			var u Undo
+			changes, u, err = sc.Update(d.cfg.Path, cur, d.watch)
+			for len(r.undo) <= i {
+				r.undo = append(r.undo, nil)
+			}
+			r.undo[i] = u
+			h.open = r
+		} else {
+			cur, err = sc.Scan(d.cfg.Path, h.st.Manifests[i])
+			if err == nil {
+				changes = Diff(h.st.Manifests[i], cur)
+			}
+		}
 		if err != nil {
 			return nil, recovered, fmt.Errorf("scan %s: %w", d.cfg.Path, err)
 		}
@@ -273,7 +343,7 @@ func (h *Host) Begin() (*Round, Report, error) {
 		}
 		r.settled += sc.Settled
 		r.cur = append(r.cur, cur)
-		r.changes = append(r.changes, Diff(h.st.Manifests[i], cur))
+		r.changes = append(r.changes, changes)
 		r.report.Pushed += len(r.changes[i])
 		for _, c := range r.changes[i] {
 			d.protected.noteHostEntry(c.Path, c.Entry, c.Deleted)
@@ -434,6 +504,9 @@ func (r *Round) Finish(reply HelperReply) (Report, error) {
 	}
 	// The sandbox now mirrors what was pushed.
 	h.st.Manifests = r.cur
+	if h.open == r {
+		h.open = nil
+	}
 	if r.rejected > 0 {
 		if hd, err := readHeld(h.heldDir()); err == nil && len(hd.Rejected) >= r.rejected {
 			hd.Rejected = hd.Rejected[r.rejected:]

@@ -86,6 +86,12 @@ type Scanner struct {
 	// with the reason. What the last sync knew below a directory it cannot
 	// open is kept as it was (not taken for deleted).
 	Skipped []Skip
+
+	// watch, when set, is armed as the walk goes (Update): each directory
+	// is watched before it is read. watchErr is the first watch that
+	// could not be added.
+	watch    *Watch
+	watchErr error
 }
 
 // Skip is a path the scan left out, and why.
@@ -110,10 +116,11 @@ func (s *Scanner) Scan(root string, prev Manifest) (Manifest, error) {
 	}
 	// Sized for the last sync's tree: growing a map of 100k entries costs
 	// more than the walk's lstats.
-	w := &walker{root: root, ex: s.Exclude, prev: prev, out: make(Manifest, len(prev)), sem: make(chan struct{}, workers)}
+	w := &walker{root: root, ex: s.Exclude, prev: prev, out: make(Manifest, len(prev)), sem: make(chan struct{}, workers), watch: s.watch}
 	w.wg.Add(1)
 	w.dir("")
 	w.wg.Wait()
+	s.watchErr = w.watchErr
 	if w.err != nil {
 		return nil, w.err
 	}
@@ -125,25 +132,10 @@ func (s *Scanner) Scan(root string, prev Manifest) (Manifest, error) {
 		if !e.Mode.IsRegular() {
 			continue
 		}
-		if e.MTime >= racy {
-			// It may still change within its mtime's tick.
+		if e2, need := hashDecision(p, e, prev, racy); need {
 			toHash = append(toHash, p)
-			continue
-		}
-		old, had := prev[p]
-		if !had || old.Mode != e.Mode || old.Size != e.Size || old.MTime != e.MTime {
-			continue // a change the stat shows: no hash needed to see it
-		}
-		moved := (old.Ino != 0 && old.Ino != e.Ino) || (old.CTime != 0 && old.CTime != e.CTime)
-		switch {
-		case moved || (old.Hash != "" && !old.Verified):
-			// Replaced under the same size and mtime, or hashed while
-			// racy: read once more, now that it is settled.
-			toHash = append(toHash, p)
-		case old.Hash != "":
-			// Hashed when settled, and nothing of its stat changed since.
-			e.Hash, e.Verified = old.Hash, true
-			w.out[p] = e
+		} else if e2 != e {
+			w.out[p] = e2
 		}
 	}
 	if err := hashAll(root, w.out, prev, toHash, racy, workers); err != nil {
@@ -165,10 +157,12 @@ type walker struct {
 	sem  chan struct{}
 	wg   gosync.WaitGroup
 
-	mu      gosync.Mutex
-	out     Manifest
-	skipped []Skip
-	err     error
+	mu       gosync.Mutex
+	out      Manifest
+	skipped  []Skip
+	err      error
+	watch    *Watch // each directory is watched before it is read
+	watchErr error
 }
 
 // dir reads one directory (rel is "" for the root) and walks its children,
@@ -180,6 +174,15 @@ func (w *walker) dir(rel string) {
 	full := w.root
 	if rel != "" {
 		full = filepath.Join(w.root, filepath.FromSlash(rel))
+	}
+	if w.watch != nil && w.watch.n != nil {
+		if err := w.watch.n.add(rel); err != nil {
+			w.mu.Lock()
+			if w.watchErr == nil {
+				w.watchErr = err
+			}
+			w.mu.Unlock()
+		}
 	}
 	ents, err := readDirFunc(full)
 	if err != nil {

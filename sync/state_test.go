@@ -1,0 +1,99 @@
+package sync
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// stateStamp identifies the helper's state file as written: a save renames
+// a new file over it (a new inode).
+func stateStamp(t *testing.T, dir string) string {
+	t.Helper()
+	ms, _ := filepath.Glob(filepath.Join(dir, "*.state"))
+	if len(ms) != 1 {
+		t.Fatalf("state files in %s: %v", dir, ms)
+	}
+	fi, err := os.Stat(ms[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctime, ino := statIDs(fi)
+	return strconv.FormatUint(ino, 10) + ":" + strconv.FormatInt(ctime, 10)
+}
+
+func agedTree(t *testing.T, root string, n int) {
+	t.Helper()
+	old := time.Now().Add(-time.Hour)
+	for i := range n {
+		f := filepath.Join(root, "d"+strconv.Itoa(i%50), strconv.Itoa(i)+".go")
+		put(t, f, "package x // "+strconv.Itoa(i))
+		os.Chtimes(f, old, old)
+	}
+}
+
+// Issue 13, item 1: a round trip that changes nothing writes no state on the
+// sandbox side. Before, every round trip gob-encoded and wrote the whole
+// manifest twice (loading folded the pending manifest in and marked it
+// dirty, Apply saved, Collect saved again). A round trip that changes
+// something writes it once.
+func TestNoChangeRoundTripWritesNoHelperState(t *testing.T) {
+	p := newPair(t)
+	agedTree(t, p.host, 300)
+	p.sync(nil)
+	p.sync(func() { put(t, filepath.Join(p.sandbox, "new.txt"), "from the sandbox") })
+	p.sync(nil) // acknowledges that pull
+	for i := range 4 {
+		before := stateStamp(t, p.hstate)
+		if rep := p.sync(nil); rep.Pushed != 0 || rep.Applied != 0 {
+			t.Fatalf("round %d: %+v", i, rep)
+		}
+		if after := stateStamp(t, p.hstate); after != before {
+			t.Fatalf("no-change round %d rewrote the helper's state file", i)
+		}
+	}
+	// A sandbox change: written once, by Collect.
+	saves := stateSaves.Load()
+	p.sync(func() { put(t, filepath.Join(p.sandbox, "d1", "1.go"), "package y") })
+	if n := stateSaves.Load() - saves; n != 1 {
+		t.Fatalf("a round trip with one sandbox change saved the state %d times, want 1", n)
+	}
+	p.same()
+}
+
+// Issue 13, item 1: a long-lived helper process takes its state from memory
+// at each round trip, without decoding the file or copying the manifest
+// (before, each load cloned the whole map).
+func TestHelperStateNotCopiedOnLoad(t *testing.T) {
+	p := newPair(t)
+	agedTree(t, p.host, 20000)
+	p.sync(nil)
+	p.sync(nil)
+	r, _, err := p.h.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := r.Request
+	req.StateDir = p.hstate
+	req.Dirs[0].Path = p.sandbox
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	before := ms.TotalAlloc
+	h, err := NewHelper(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&ms)
+	// A copy of 20k entries is megabytes; loading from memory is a few
+	// small allocations.
+	if n := ms.TotalAlloc - before; n > 256<<10 {
+		t.Fatalf("loading a 20k-entry state allocated %d bytes: the manifest was decoded or copied", n)
+	}
+	if len(h.dirs) != 1 || len(h.dirs[0].state.Manifest) < 20000 {
+		t.Fatalf("loaded state: %d dirs", len(h.dirs))
+	}
+}

@@ -1,0 +1,405 @@
+package sync
+
+import (
+	"errors"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// A Watch keeps what a long-lived process knows of one tree current from
+// file-system events (inotify), so that a round trip costs what changed,
+// not the whole tree. Events only say where to look: each path they name is
+// stat'ed again (a new directory is walked) and compared with the manifest
+// as a full scan would, hashes included. Whatever the watch cannot vouch
+// for makes the next scan a full one, which also re-arms it: the queue
+// overflowed, a directory was renamed (its watches would keep their old
+// names), the code dir itself moved, the reader died, a round trip did not
+// finish, or the process is new (no watch yet). Where watching is not
+// possible (the watch limit, another system) every scan is a full one, as
+// without a watch.
+type Watch struct {
+	root string
+	ex   *Matcher
+	n    *inotify
+	// off says why watching is given up for good (the watch limit).
+	off string
+	// unsettled are the files hashed while racy: each scan stats them
+	// again, as a full scan would, until a hash of them is verified.
+	unsettled map[string]bool
+	// full is why the next scan is a full one, set by the owner (a round
+	// that did not finish, a reset).
+	full string
+	// Log, when set, is told when and why a full scan replaces the
+	// events (at debug level; the watch limit at warning).
+	Log *slog.Logger
+}
+
+var errWatchLimit = errors.New("inotify watch limit")
+
+// watchEvents counts the events read and fullScans the scans a watch could
+// not avoid (for tests).
+var watchEvents, fullScans atomic.Int64
+
+// NewWatch prepares watching root; its first scan is a full one.
+func NewWatch(root string, ex *Matcher) *Watch {
+	w := &Watch{root: root, ex: ex, unsettled: map[string]bool{}, full: "first scan"}
+	if !watchSupported {
+		w.off = "no inotify on this system"
+	}
+	return w
+}
+
+// Close stops watching.
+func (w *Watch) Close() {
+	if w != nil && w.n != nil {
+		w.n.close()
+		w.n = nil
+	}
+}
+
+// Invalidate makes the next scan a full one.
+func (w *Watch) Invalidate(why string) {
+	if w != nil && w.full == "" {
+		w.full = why
+	}
+}
+
+func (w *Watch) log(msg string, args ...any) {
+	if w.Log != nil {
+		w.Log.Debug(msg, append([]any{"dir", w.root}, args...)...)
+	}
+}
+
+// undoEntry is what a path held in a manifest before a scan changed it.
+type undoEntry struct {
+	Had   bool
+	Entry Entry
+}
+
+// Undo restores a manifest to what it was before Update changed it.
+type Undo map[string]undoEntry
+
+// Apply restores m.
+func (u Undo) Apply(m Manifest) {
+	for p, x := range u {
+		if x.Had {
+			m[p] = x.Entry
+		} else {
+			delete(m, p)
+		}
+	}
+}
+
+func (u Undo) paths() []string {
+	out := make([]string, 0, len(u))
+	for p := range u {
+		out = append(out, p)
+	}
+	return out
+}
+
+// undoOf lists what differs between old and cur (a full scan's result).
+func undoOf(old, cur Manifest) Undo {
+	u := Undo{}
+	for p, e := range cur {
+		if o, ok := old[p]; !ok || o != e {
+			u[p] = undoEntry{ok, o}
+		}
+	}
+	for p, o := range old {
+		if _, ok := cur[p]; !ok {
+			u[p] = undoEntry{true, o}
+		}
+	}
+	return u
+}
+
+// Update brings m, the manifest of the tree's last scan, up to date in
+// place and returns what changed (as Diff(before, after) would list it) and
+// how to undo it. With no usable watch (w nil, or not vouching for the time
+// since the last scan) it is a full scan, which arms w for the next one.
+func (s *Scanner) Update(root string, m Manifest, w *Watch) ([]Change, Undo, error) {
+	if w != nil && w.off == "" && w.full == "" && w.n != nil {
+		touched, why := w.n.take()
+		if why == "" {
+			ch, u, ok, err := s.incremental(root, m, w, touched)
+			if err != nil || ok {
+				return ch, u, err
+			}
+			w.n.touch(keys(touched))
+			why = "a path the events named could not be read"
+		}
+		w.full = why
+	}
+	if w != nil && w.off == "" {
+		w.log("full scan", "why", w.full)
+		w.Close()
+		n, err := newInotify(root)
+		if err != nil {
+			w.off = err.Error()
+		} else {
+			w.n = n
+		}
+	}
+	fullScans.Add(1)
+	s.watch = nil
+	if w != nil && w.n != nil {
+		s.watch = w
+	}
+	cur, err := s.Scan(root, m)
+	s.watch = nil
+	if err != nil {
+		if w != nil {
+			w.Invalidate("the last scan failed")
+		}
+		return nil, nil, err
+	}
+	if w != nil {
+		if s.watchErr != nil {
+			w.Close()
+			if errors.Is(s.watchErr, errWatchLimit) {
+				w.off = s.watchErr.Error()
+				if w.Log != nil {
+					w.Log.Warn("watching stopped", "dir", w.root, "err", s.watchErr)
+				}
+			} else {
+				w.full = s.watchErr.Error()
+			}
+		} else {
+			w.full = ""
+		}
+		clear(w.unsettled)
+		for p, e := range cur {
+			if e.Hash != "" && !e.Verified {
+				w.unsettled[p] = true
+			}
+		}
+	}
+	s.watchErr = nil
+	ch := Diff(m, cur)
+	u := undoOf(m, cur)
+	clear(m)
+	for p, e := range cur {
+		m[p] = e
+	}
+	return ch, u, nil
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// incremental stats what the events named (and the unsettled files) and
+// walks the directories that are new. ok is false when a full scan must
+// be done instead.
+func (s *Scanner) incremental(root string, m Manifest, w *Watch, touched map[string]bool) ([]Change, Undo, bool, error) {
+	start := time.Now()
+	for p := range w.unsettled {
+		touched[p] = true
+	}
+	paths := keys(touched)
+	sort.Strings(paths) // parents first
+	now := Manifest{}   // what the touched paths (and new trees) are now
+	gone := map[string]bool{}
+	view := func(p string) (Entry, bool) {
+		if gone[p] {
+			return Entry{}, false
+		}
+		if e, ok := now[p]; ok {
+			return e, true
+		}
+		e, ok := m[p]
+		return e, ok
+	}
+	removeBelow := func(p string) {
+		for q := range m {
+			if strings.HasPrefix(q, p+"/") {
+				gone[q] = true
+			}
+		}
+		for q := range now {
+			if strings.HasPrefix(q, p+"/") {
+				delete(now, q)
+			}
+		}
+	}
+	for _, p := range paths {
+		if CheckPath(p) != nil {
+			continue
+		}
+		if dir := path.Dir(p); dir != "." {
+			if pe, ok := view(dir); !ok || !pe.Mode.IsDir() {
+				// Under something that is no longer a directory: what it
+				// held went with it (the parent's own entry says so).
+				if _, had := m[p]; had {
+					gone[p] = true
+				}
+				continue
+			}
+		}
+		old, had := view(p)
+		e, exists, err := statPath(filepath.Join(root, filepath.FromSlash(p)))
+		if err != nil {
+			return nil, nil, false, nil
+		}
+		if exists && w.ex.Excluded(p, e.Mode.IsDir()) {
+			exists = false
+		}
+		if !exists {
+			if had {
+				gone[p] = true
+				delete(now, p)
+				if old.Mode.IsDir() {
+					removeBelow(p)
+				}
+			}
+			continue
+		}
+		if len(root)+1+len(p) > maxFullPath {
+			return nil, nil, false, nil
+		}
+		delete(gone, p)
+		now[p] = e
+		if had && old.Mode.IsDir() && !e.Mode.IsDir() {
+			removeBelow(p)
+		}
+		if e.Mode.IsDir() && !(had && old.Mode.IsDir()) {
+			// A new directory: watched, then walked (what is written in
+			// it after the watch is in the next round's events).
+			sub := &walker{root: root, ex: w.ex, prev: m, out: Manifest{}, sem: make(chan struct{}, 8), watch: w}
+			sub.wg.Add(1)
+			sub.dir(p)
+			sub.wg.Wait()
+			if sub.err != nil || len(sub.skipped) > 0 || s.watchErr != nil || sub.watchErr != nil {
+				if sub.watchErr != nil {
+					s.watchErr = sub.watchErr
+				}
+				return nil, nil, false, nil
+			}
+			for q, qe := range sub.out {
+				now[q] = qe
+				delete(gone, q)
+			}
+		}
+	}
+	// Hashes, as a full scan decides them.
+	racy := start.Add(-racyWindow).UnixNano()
+	var toHash []string
+	for p, e := range now {
+		if !e.Mode.IsRegular() {
+			continue
+		}
+		if e2, need := hashDecision(p, e, m, racy); need {
+			toHash = append(toHash, p)
+		} else {
+			now[p] = e2
+		}
+	}
+	if err := hashAll(root, now, m, toHash, racy, 8); err != nil {
+		return nil, nil, false, err
+	}
+	s.Settled = 0
+	for _, p := range toHash {
+		if e, ok := now[p]; ok && e.Verified {
+			s.Settled++
+		}
+	}
+	s.Skipped = nil
+	// What changed, as Diff lists it, over the affected paths only.
+	oldSub, curSub := Manifest{}, Manifest{}
+	u := Undo{}
+	for p, e := range now {
+		o, ok := m[p]
+		if ok {
+			oldSub[p] = o
+		}
+		curSub[p] = e
+		if !ok || o != e {
+			u[p] = undoEntry{ok, o}
+		}
+	}
+	for p := range gone {
+		if o, ok := m[p]; ok {
+			if _, still := now[p]; !still {
+				oldSub[p] = o
+				u[p] = undoEntry{true, o}
+			}
+		}
+	}
+	ch := Diff(oldSub, curSub)
+	for p, x := range u {
+		if e, ok := now[p]; ok {
+			m[p] = e
+		} else if x.Had {
+			delete(m, p)
+		}
+	}
+	for p := range touched {
+		delete(w.unsettled, p)
+	}
+	for p, e := range now {
+		if e.Mode.IsRegular() && e.Hash != "" && !e.Verified {
+			w.unsettled[p] = true
+		}
+	}
+	return ch, u, true, nil
+}
+
+// hashDecision is the full scan's rule: whether the file at p, found as e,
+// must be read and hashed, given prev, the manifest of the last sync; when
+// not, the entry to record (a verified hash carried over).
+func hashDecision(p string, e Entry, prev Manifest, racy int64) (Entry, bool) {
+	if e.MTime >= racy {
+		return e, true // it may still change within its mtime's tick
+	}
+	old, had := prev[p]
+	if !had || old.Mode != e.Mode || old.Size != e.Size || old.MTime != e.MTime {
+		return e, false // a change the stat shows: no hash needed to see it
+	}
+	moved := (old.Ino != 0 && old.Ino != e.Ino) || (old.CTime != 0 && old.CTime != e.CTime)
+	switch {
+	case moved || (old.Hash != "" && !old.Verified):
+		return e, true
+	case old.Hash != "":
+		e.Hash, e.Verified = old.Hash, true
+	}
+	return e, false
+}
+
+// statPath is what a scan records of one path; exists is false when it is
+// gone or of a type never synced.
+func isNotDir(err error) bool { return errors.Is(err, syscall.ENOTDIR) }
+
+func statPath(full string) (Entry, bool, error) {
+	fi, err := os.Lstat(full)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || isNotDir(err) {
+			return Entry{}, false, nil
+		}
+		return Entry{}, false, err
+	}
+	e, ok := entryOf(fi)
+	if !ok {
+		return Entry{}, false, nil
+	}
+	if e.isLink() {
+		t, err := os.Readlink(full)
+		if err != nil || t == "" {
+			return Entry{}, false, nil
+		}
+		e.Link = t
+	}
+	return e, true, nil
+}

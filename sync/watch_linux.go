@@ -1,0 +1,244 @@
+//go:build linux
+
+package sync
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"path/filepath"
+	gosync "sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The watch is raw inotify (golang.org/x/sys/unix, already a dependency),
+// not fsnotify: fsnotify is not recursive either, its reads go through a
+// channel per event, and it hides what a round needs to know exactly
+// (IN_Q_OVERFLOW, IN_IGNORED, which watch a name belongs to); and the
+// portability it brings does not help, since its macOS backend (kqueue)
+// holds a descriptor per file, which a 100k-file tree cannot afford. Other
+// systems keep today's full scan (watch_other.go).
+
+const watchMask = unix.IN_MODIFY | unix.IN_ATTRIB | unix.IN_CREATE | unix.IN_DELETE |
+	unix.IN_MOVED_FROM | unix.IN_MOVED_TO | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF |
+	unix.IN_ONLYDIR | unix.IN_DONT_FOLLOW | unix.IN_EXCL_UNLINK
+
+// inotify is one inotify instance watching every directory of a tree, with
+// a goroutine that reads its events as they come (so that the kernel's
+// queue, fs.inotify.max_queued_events, overflows only under a burst faster
+// than the reads).
+type inotify struct {
+	root string
+	fd   int
+	wake [2]int // a pipe: closing it ends the reader
+
+	mu      gosync.Mutex
+	wds     map[int32]string // watch -> directory, relative to root ("" is root)
+	touched map[string]bool  // paths to stat again
+	broken  string           // why the next scan must be a full one
+	dead    bool             // the reader has ended
+	done    chan struct{}
+}
+
+func newInotify(root string) (*inotify, error) {
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		return nil, fmt.Errorf("inotify_init1: %w", err)
+	}
+	n := &inotify{root: root, fd: fd, wds: map[int32]string{}, touched: map[string]bool{}, done: make(chan struct{})}
+	if err := unix.Pipe2(n.wake[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("pipe2: %w", err)
+	}
+	go n.read()
+	return n, nil
+}
+
+// add watches the directory rel (before the walk reads it, so that nothing
+// written after the read goes unseen).
+func (n *inotify) add(rel string) error {
+	full := n.root
+	if rel != "" {
+		full = filepath.Join(n.root, filepath.FromSlash(rel))
+	}
+	wd, err := unix.InotifyAddWatch(n.fd, full, watchMask)
+	if err != nil {
+		if errors.Is(err, unix.ENOSPC) {
+			return fmt.Errorf("%w: watch %s: the inotify watch limit is reached (fs.inotify.max_user_watches); full scans are used instead", errWatchLimit, full)
+		}
+		return fmt.Errorf("watch %s: %w", full, err)
+	}
+	n.mu.Lock()
+	n.wds[int32(wd)] = rel
+	n.mu.Unlock()
+	return nil
+}
+
+func (n *inotify) read() {
+	defer close(n.done)
+	buf := make([]byte, 64<<10)
+	fds := []unix.PollFd{{Fd: int32(n.fd), Events: unix.POLLIN}, {Fd: int32(n.wake[0]), Events: unix.POLLIN}}
+	for {
+		if _, err := unix.Poll(fds, -1); err != nil && err != unix.EINTR {
+			n.fail("poll the inotify queue: " + err.Error())
+			return
+		}
+		if fds[1].Revents != 0 {
+			return
+		}
+		n.mu.Lock()
+		err := n.drainLocked(buf)
+		n.mu.Unlock()
+		if err != nil {
+			n.fail(err.Error())
+			return
+		}
+	}
+}
+
+func (n *inotify) fail(why string) {
+	n.mu.Lock()
+	n.dead = true
+	if n.broken == "" {
+		n.broken = "the watcher stopped: " + why
+	}
+	n.mu.Unlock()
+}
+
+// drainLocked reads every queued event. Events are queued by the system
+// call that caused them, before it returns: once the queue reads empty,
+// every change made before the call is in touched.
+func (n *inotify) drainLocked(buf []byte) error {
+	for {
+		k, err := unix.Read(n.fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err == unix.EAGAIN {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read the inotify queue: %w", err)
+		}
+		for off := 0; off+unix.SizeofInotifyEvent <= k; {
+			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+			end := off + unix.SizeofInotifyEvent + int(ev.Len)
+			if end > k {
+				break
+			}
+			name := string(buf[off+unix.SizeofInotifyEvent : end])
+			for len(name) > 0 && name[len(name)-1] == 0 {
+				name = name[:len(name)-1]
+			}
+			n.eventLocked(ev.Wd, ev.Mask, name)
+			off = end
+		}
+	}
+}
+
+func (n *inotify) eventLocked(wd int32, mask uint32, name string) {
+	watchEvents.Add(1)
+	if mask&unix.IN_Q_OVERFLOW != 0 {
+		n.breakLocked("the inotify queue overflowed")
+		return
+	}
+	dir, ok := n.wds[wd]
+	if mask&unix.IN_IGNORED != 0 {
+		delete(n.wds, wd)
+		return
+	}
+	if !ok {
+		return // a watch removed since
+	}
+	switch {
+	case mask&(unix.IN_DELETE_SELF|unix.IN_MOVE_SELF) != 0:
+		if dir == "" {
+			n.breakLocked("the code dir itself was removed or moved")
+			return
+		}
+		// Its parent's event names it too.
+		n.touched[dir] = true
+	case mask&unix.IN_ISDIR != 0 && mask&(unix.IN_MOVED_FROM|unix.IN_MOVED_TO) != 0:
+		// The watches below a moved directory keep their old names.
+		n.breakLocked("a directory was renamed")
+	default:
+		p := name
+		if dir != "" {
+			p = path.Join(dir, name)
+		}
+		if name == "" {
+			p = dir
+		}
+		if p != "" {
+			n.touched[p] = true
+		}
+	}
+}
+
+func (n *inotify) breakLocked(why string) {
+	if n.broken == "" {
+		n.broken = why
+	}
+	clear(n.touched)
+}
+
+// take returns the paths touched since the last take, or why a full scan
+// is needed instead.
+func (n *inotify) take() (map[string]bool, string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.dead {
+		if err := n.drainLocked(make([]byte, 64<<10)); err != nil {
+			n.breakLocked(err.Error())
+		}
+	}
+	if n.broken != "" {
+		return nil, n.broken
+	}
+	t := n.touched
+	n.touched = map[string]bool{}
+	return t, ""
+}
+
+// touch adds paths to the next take (a round that did not finish).
+func (n *inotify) touch(paths []string) {
+	n.mu.Lock()
+	for _, p := range paths {
+		n.touched[p] = true
+	}
+	n.mu.Unlock()
+}
+
+// kill stops the reader as a crash would (tests): the next take says so.
+func (n *inotify) kill() {
+	n.close()
+	n.fail("killed")
+}
+
+func (n *inotify) close() {
+	n.mu.Lock()
+	if n.wake[1] >= 0 {
+		unix.Close(n.wake[1])
+		n.wake[1] = -1
+	}
+	n.mu.Unlock()
+	<-n.done
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.fd >= 0 {
+		unix.Close(n.fd)
+		unix.Close(n.wake[0])
+		n.fd = -1
+	}
+}
+
+// overflow makes the next take find the queue overflowed (tests).
+func (n *inotify) overflow() {
+	n.mu.Lock()
+	n.breakLocked("the inotify queue overflowed")
+	n.mu.Unlock()
+}
+
+const watchSupported = true

@@ -1,0 +1,20 @@
+//go:build !linux
+
+package sync
+
+import "errors"
+
+// Other systems have no inotify: every scan is a full one.
+
+const watchSupported = false
+
+type inotify struct{}
+
+func newInotify(string) (*inotify, error) { return nil, errors.New("no inotify on this system") }
+
+func (*inotify) add(string) error                { return nil }
+func (*inotify) take() (map[string]bool, string) { return nil, "no inotify on this system" }
+func (*inotify) touch([]string)                  {}
+func (*inotify) close()                          {}
+func (*inotify) kill()                           {}
+func (*inotify) overflow()                       {}
