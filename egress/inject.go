@@ -231,3 +231,28 @@ func (ca *CA) Leaf(name string) (*tls.Certificate, error) {
 	ca.leaves[name] = c
 	return c, nil
 }
+
+// MarshalKey is the CA's private key (PKCS #8 DER), to hand to the proxy's
+// process over a pipe; it is never written to a file.
+func (ca *CA) MarshalKey() ([]byte, error) { return x509.MarshalPKCS8PrivateKey(ca.key) }
+
+// LoadCA is a CA from its certificate (PEM) and MarshalKey's output.
+func LoadCA(certPEM, keyDER []byte) (*CA, error) {
+	b, _ := pem.Decode(certPEM)
+	if b == nil {
+		return nil, fmt.Errorf("session CA: no PEM certificate")
+	}
+	cert, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("session CA: %w", err)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(keyDER)
+	if err != nil {
+		return nil, fmt.Errorf("session CA key: %w", err)
+	}
+	key, ok := k.(*ecdsa.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("session CA key: not an ECDSA key")
+	}
+	return &CA{cert: cert, key: key, pem: append([]byte(nil), certPEM...), leaves: map[string]*tls.Certificate{}}, nil
+}

@@ -30,6 +30,12 @@ type Provider struct {
 	Version string
 	// ClaimTimeout bounds how long a sandbox may take to start; zero means 30s.
 	ClaimTimeout time.Duration
+	// Egress, when it allows hosts, gives each sandbox with its own network
+	// an egress proxy for them (egress_linux.go); ignored with NetworkHost.
+	Egress *Egress
+	// Caches, when set, gives the mounts and variables of the package
+	// caches of a sandbox with this state dir (cache_linux.go).
+	Caches func(stateDir string) ([]sandbox.Mount, []string, error)
 }
 
 // Name returns "local".
@@ -53,6 +59,8 @@ type state struct {
 	IDSource string `json:"id_source,omitempty"`
 	// CgroupNote says why there is no cgroup (limits are rlimits then).
 	CgroupNote string `json:"cgroup_note,omitempty"`
+	// Env is added to every command's environment (the proxy, the caches).
+	Env []string `json:"env,omitempty"`
 }
 
 // within reports whether p is dir or below it (both clean and absolute).
@@ -72,6 +80,10 @@ func mountSources(ms []sandbox.Mount) []string {
 
 // Claim starts a new sandbox init for spec and waits until it serves.
 func (p *Provider) Claim(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	add, err := p.extras(ctx, &spec)
+	if err != nil {
+		return nil, err
+	}
 	for _, m := range spec.Mounts {
 		if !filepath.IsAbs(m.Target) || filepath.Clean(m.Target) != m.Target || m.Target == "/" {
 			return nil, fmt.Errorf("mount target %q must be a clean absolute path other than /", m.Target)
@@ -148,6 +160,7 @@ func (p *Provider) Claim(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		Name: spec.Name, RootDir: rootDir, Mounts: spec.Mounts, Network: net,
 		IdleTTL: spec.IdleTTL.Milliseconds(), Limits: spec.Limits, Rlimits: cgErr != nil,
 		Version: p.Version, HostName: "sbx", HostUID: ids.UID, HostGID: ids.GID,
+		EgressPort: add.egressPort(),
 	}
 	raw, err := json.Marshal(cfg)
 	if err != nil {
@@ -232,8 +245,11 @@ func (p *Provider) Claim(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		}
 		return fail(fmt.Errorf("start local sandbox: %s", reason))
 	}
+	if err := add.start(ctx, spec.StateDir, timeout); err != nil {
+		return fail(err)
+	}
 	st := state{Version: 1, Pid: cmd.Process.Pid, Socket: sock, Started: time.Now().UTC().Format(time.RFC3339Nano),
-		HostUID: ids.UID, HostGID: ids.GID, IDSource: ids.Source}
+		HostUID: ids.UID, HostGID: ids.GID, IDSource: ids.Source, Env: add.env}
 	if cgErr != nil {
 		st.CgroupNote = cgErr.Error()
 	}
@@ -387,6 +403,7 @@ func (b *box) cleanup() {
 		os.Remove(filepath.Join(b.dir, name))
 	}
 	os.Remove(filepath.Join(b.dir, "rootfs"))
+	os.RemoveAll(egressDir(b.dir))
 }
 
 // Release shuts the init down, which kills everything in the sandbox.

@@ -51,6 +51,10 @@ func runServe() int {
 		reportReady(fmt.Errorf("use listener: %w", err))
 		return 1
 	}
+	if err := listenEgress(cfg); err != nil {
+		reportReady(err)
+		return 1
+	}
 	s := &server{cfg: cfg, lastUsed: time.Now()}
 	// One idle worker before reporting ready: the first command is then as
 	// fast as the later ones.
@@ -116,6 +120,9 @@ func (s *server) handle(c *conn) {
 		s.shutdown()
 	case "exec":
 		s.exec(c, &req, files)
+	case "egress":
+		closeAll(files)
+		serveEgress(c)
 	default:
 		closeAll(files)
 		c.writeFrame(reply{Done: true, Error: fmt.Sprintf("unknown op %q", req.Op)})

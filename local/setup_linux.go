@@ -60,6 +60,9 @@ type initConfig struct {
 	// HostUID and HostGID are what uid and gid 1000 are on the host.
 	HostUID int `json:"host_uid"`
 	HostGID int `json:"host_gid"`
+	// EgressPort, when set, is the egress proxy's port on the sandbox's
+	// loopback (egress_linux.go).
+	EgressPort int `json:"egress_port,omitempty"`
 }
 
 // Stage is the init stage this process was started as, or "" when it is not
@@ -90,6 +93,8 @@ func Main() {
 		os.Exit(runServe())
 	case "worker":
 		os.Exit(runWorker())
+	case "egress":
+		os.Exit(runEgress())
 	default:
 		fmt.Fprintf(os.Stderr, "sbx init: unknown stage %q\n", stage())
 		os.Exit(1)

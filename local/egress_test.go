@@ -1,0 +1,122 @@
+//go:build linux
+
+package local
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sbx-sh/sbx/sandbox"
+)
+
+// egressProcs lists the pids of the proxy processes of the session named
+// name (their argv is "sbx-egress <name>").
+func egressProcs(t *testing.T, name string) []int {
+	t.Helper()
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		if string(raw) == "sbx-egress\x00"+name+"\x00" {
+			if st, err := procStartTime(pid); err == nil && st > 0 {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+// With allow_net the sandbox keeps its own network: the host's loopback is
+// not reachable directly, the listed address is through the proxy, anything
+// else is refused with the proxy's message, and every decision is audited.
+func TestEgressAllowlist(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello from the host") }))
+	defer srv.Close()
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "must not be reached") }))
+	defer other.Close()
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	oport := other.Listener.Addr().(*net.TCPAddr).Port
+	name := "egress-" + strconv.Itoa(os.Getpid())
+	state := shortTempDir(t)
+	work := filepath.Join(state, "work")
+	os.MkdirAll(work, 0o755)
+	p := &Provider{Version: "test", Egress: &Egress{Allow: []string{"127.0.0.1:" + strconv.Itoa(port), "localhost:" + strconv.Itoa(oport)}}}
+	sb, err := p.Claim(context.Background(), sandbox.Spec{Name: name, StateDir: state, Mounts: []sandbox.Mount{{Source: work, Target: "/srv/code"}}})
+	if err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	released := false
+	defer func() {
+		if !released {
+			sb.Release(context.Background())
+		}
+	}()
+	out, _ := run(t, sb, "echo $HTTPS_PROXY $http_proxy")
+	if strings.TrimSpace(out) != "http://127.0.0.1:3128 http://127.0.0.1:3128" {
+		t.Fatalf("proxy variables: %q", out)
+	}
+	url := "http://127.0.0.1:" + strconv.Itoa(port) + "/"
+	out, res := run(t, sb, "curl -sS --noproxy '' "+url)
+	if res.ExitCode != 0 || out != "hello from the host" {
+		t.Fatalf("listed address through the proxy: exit %d %q", res.ExitCode, out)
+	}
+	// Directly: the sandbox's loopback is its own.
+	out, res = run(t, sb, "curl -sS --max-time 5 --noproxy '*' "+url)
+	if res.ExitCode == 0 || strings.Contains(out, "hello") {
+		t.Fatalf("the host's loopback reached directly: exit %d %q", res.ExitCode, out)
+	}
+	// Another port of the same address, and a listed name that is loopback.
+	for _, target := range []string{"http://127.0.0.1:" + strconv.Itoa(oport) + "/", "http://localhost:" + strconv.Itoa(oport) + "/"} {
+		out, _ = run(t, sb, "curl -sS -w ' %{http_code}' --noproxy '' "+target)
+		if strings.Contains(out, "must not be reached") || !strings.Contains(out, "sbx egress proxy: refused") || !strings.Contains(out, " 403") || !strings.Contains(out, "allow_net") {
+			t.Fatalf("%s: %q, want the proxy's 403", target, out)
+		}
+	}
+	out, _ = run(t, sb, "curl -sS -w ' %{http_code}' --noproxy '' -p http://127.0.0.1:22/")
+	if !strings.Contains(out, "403") {
+		t.Fatalf("CONNECT to the host's port 22: %q", out)
+	}
+	raw, _ := os.ReadFile(filepath.Join(state, "audit.jsonl"))
+	audit := string(raw)
+	if strings.Count(audit, `"where":"egress"`) < 4 || !strings.Contains(audit, `"allowed":true`) || !strings.Contains(audit, `"host":"localhost"`) {
+		t.Fatalf("audit log:\n%s", audit)
+	}
+	if len(egressProcs(t, name)) != 1 {
+		t.Fatalf("want one proxy process, have %v", egressProcs(t, name))
+	}
+	sb.Release(context.Background())
+	released = true
+	deadline := time.Now().Add(10 * time.Second)
+	for len(egressProcs(t, name)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the proxy process outlived the sandbox: %v", egressProcs(t, name))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A listed name that does not resolve fails the claim, naming the key.
+func TestEgressUnresolvableHost(t *testing.T) {
+	state := shortTempDir(t)
+	p := &Provider{Version: "test", Egress: &Egress{Allow: []string{"no-such-host.invalid"}}}
+	_, err := p.Claim(context.Background(), sandbox.Spec{Name: "t", StateDir: state})
+	if err == nil || !strings.Contains(err.Error(), "allow_net: no-such-host.invalid does not resolve") {
+		t.Fatalf("got %v", err)
+	}
+}
