@@ -399,6 +399,9 @@ func (h *Helper) Apply(push io.Reader) error {
 			if e.Mode.IsRegular() && e.MTime < racy {
 				e.Hash = ""
 			}
+			if !e.Mode.IsDir() {
+				forget(m, it.Path, false) // a directory it replaced went with what it held
+			}
 			m[it.Path] = e
 			return nil
 		})

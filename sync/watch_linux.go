@@ -211,12 +211,6 @@ func (n *inotify) touch(paths []string) {
 	n.mu.Unlock()
 }
 
-// kill stops the reader as a crash would (tests): the next take says so.
-func (n *inotify) kill() {
-	n.close()
-	n.fail("killed")
-}
-
 func (n *inotify) close() {
 	n.mu.Lock()
 	if n.wake[1] >= 0 {
@@ -232,13 +226,6 @@ func (n *inotify) close() {
 		unix.Close(n.wake[0])
 		n.fd = -1
 	}
-}
-
-// overflow makes the next take find the queue overflowed (tests).
-func (n *inotify) overflow() {
-	n.mu.Lock()
-	n.breakLocked("the inotify queue overflowed")
-	n.mu.Unlock()
 }
 
 const watchSupported = true
