@@ -3,7 +3,6 @@
 package local
 
 import (
-	"context"
 	"net"
 	"syscall"
 	"testing"
@@ -55,33 +54,4 @@ func answers(sock string) bool {
 		c.Close()
 	}
 	return err == nil
-}
-
-// TestProviderConforms runs the suite on sandboxtest's counting wrapper over
-// the local backend: lifecycle tests that use the wrapper test a backend
-// that keeps the contract.
-func TestProviderConforms(t *testing.T) {
-	p := sandboxtest.Wrap(&Provider{Version: "test"})
-	sandboxtest.Run(t, sandboxtest.Backend{
-		New: func(t *testing.T, l sandbox.Limits) sandbox.Sandbox {
-			state := shortTempDir(t)
-			sb, err := p.Claim(context.Background(), sandbox.Spec{Name: "t", StateDir: state, Limits: l})
-			if err != nil {
-				t.Fatalf("claim: %v", err)
-			}
-			t.Cleanup(func() { sb.Release(context.Background()) })
-			return sb
-		},
-		Lose: func(t *testing.T, sb sandbox.Sandbox) {
-			if err := sb.(*sandboxtest.Sandbox).Lose(context.Background()); err != nil {
-				t.Fatalf("lose: %v", err)
-			}
-		},
-		Limits: true,
-	})
-	// One shared, one each for Release, ReleaseKillsRunning, LostMidCommand,
-	// LimitPids and LimitMemory.
-	if n := p.Claims(); n != 6 {
-		t.Errorf("the wrapper counted %d claims, want the suite's 6", n)
-	}
 }

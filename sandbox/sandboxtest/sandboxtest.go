@@ -3,9 +3,11 @@
 // tests, so that the engine can rely on what package sandbox promises and
 // not on what one backend happens to do.
 //
-// The suite runs real commands in real sandboxes. It needs /bin/sh and the
+// Run runs real commands in real sandboxes. It needs /bin/sh and the
 // usual tools (cat, env, head, grep, setsid, sleep, tail, wc) in the
-// sandbox, in /usr/local/bin, /usr/bin or /bin.
+// sandbox, in /usr/local/bin, /usr/bin or /bin. RunContract is its part
+// about the contract itself, which Fake, a backend without processes for
+// the lifecycle tests of the engine and the MCP pool, keeps too.
 package sandboxtest
 
 import (
@@ -36,6 +38,24 @@ type Backend struct {
 	// whose limits come from elsewhere (the cluster's pool template) leaves
 	// it false and the limits tests are not run for it.
 	Limits bool
+	// Programs are the commands RunContract's promises run; nil: /bin/sh's
+	// (Shell). Run always uses the shell's.
+	Programs *Programs
+}
+
+// Programs are the commands of the promises about the contract itself,
+// which hold whatever runs inside the sandbox.
+type Programs struct {
+	// Exit exits with code and prints nothing.
+	Exit func(code int) []string
+	// Block writes "started\n" to stdout, then runs until it is killed.
+	Block []string
+}
+
+// Shell are the Programs as /bin/sh scripts.
+var Shell = Programs{
+	Exit:  func(code int) []string { return sh(fmt.Sprintf("exit %d", code)) },
+	Block: sh("echo started; sleep 3031"),
 }
 
 // PATH is the search path the suite gives its commands.
@@ -51,10 +71,11 @@ func Run(t *testing.T, b Backend) {
 	if b.New == nil || b.Lose == nil {
 		t.Fatal("sandboxtest.Backend needs New and Lose")
 	}
+	p := &Shell
 	// One sandbox serves the promises that do not end it.
 	shared := b.New(t, sandbox.Limits{})
 	sb := func(*testing.T) sandbox.Sandbox { return shared }
-	t.Run("ExitCode", func(t *testing.T) { testExitCode(t, sb(t)) })
+	t.Run("ExitCode", func(t *testing.T) { testExitCode(t, sb(t), p) })
 	t.Run("NotFound", func(t *testing.T) { testNotFound(t, sb(t)) })
 	t.Run("Signal", func(t *testing.T) { testSignal(t, sb(t)) })
 	t.Run("Streams", func(t *testing.T) { testStreams(t, sb(t)) })
@@ -71,13 +92,41 @@ func Run(t *testing.T, b Backend) {
 	t.Run("CancelKillsTree", func(t *testing.T) { testCancel(t, sb(t)) })
 	t.Run("EmptyArgv", func(t *testing.T) { testEmptyArgv(t, sb(t)) })
 	// These end their sandbox: each has its own.
-	t.Run("Release", func(t *testing.T) { testRelease(t, b.New(t, sandbox.Limits{})) })
-	t.Run("ReleaseKillsRunning", func(t *testing.T) { testReleaseRunning(t, b.New(t, sandbox.Limits{})) })
-	t.Run("LostMidCommand", func(t *testing.T) { testLost(t, b) })
+	t.Run("Release", func(t *testing.T) { testRelease(t, b.New(t, sandbox.Limits{}), p) })
+	t.Run("ReleaseKillsRunning", func(t *testing.T) { testReleaseRunning(t, b.New(t, sandbox.Limits{}), p) })
+	t.Run("LostMidCommand", func(t *testing.T) { testLost(t, b, p) })
 	if b.Limits {
 		t.Run("LimitPids", func(t *testing.T) { testPids(t, b) })
 		t.Run("LimitMemory", func(t *testing.T) { testMemory(t, b) })
 	}
+}
+
+// RunContract runs the promises about the contract itself, which a
+// backend keeps whatever runs inside it: exit codes are results, a timeout
+// is exit 124 and TimedOut, a cancellation is the context's error, an empty
+// Argv is refused, Release is idempotent and final and ends a running
+// command with ErrLost, a lost sandbox ends its command with ErrLost and
+// refuses the next with ErrUnreachable. Their commands are b.Programs (the
+// shell's when nil). Run checks all of these and what processes promise
+// (the whole tree killed, streams, stdin, environment, fd 3, limits); a
+// backend that runs no processes (Fake) runs RunContract only.
+func RunContract(t *testing.T, b Backend) {
+	t.Helper()
+	if b.New == nil || b.Lose == nil {
+		t.Fatal("sandboxtest.Backend needs New and Lose")
+	}
+	p := b.Programs
+	if p == nil {
+		p = &Shell
+	}
+	shared := b.New(t, sandbox.Limits{})
+	t.Run("ExitCode", func(t *testing.T) { testExitCode(t, shared, p) })
+	t.Run("Timeout", func(t *testing.T) { testTimeoutResult(t, shared, p) })
+	t.Run("Cancel", func(t *testing.T) { testCancelResult(t, shared, p) })
+	t.Run("EmptyArgv", func(t *testing.T) { testEmptyArgv(t, shared) })
+	t.Run("Release", func(t *testing.T) { testRelease(t, b.New(t, sandbox.Limits{}), p) })
+	t.Run("ReleaseKillsRunning", func(t *testing.T) { testReleaseRunning(t, b.New(t, sandbox.Limits{}), p) })
+	t.Run("LostMidCommand", func(t *testing.T) { testLost(t, b, p) })
 }
 
 // result is one finished Exec.
@@ -138,9 +187,9 @@ func execAsync(ctx context.Context, sb sandbox.Sandbox, c *sandbox.Cmd) <-chan r
 
 func sh(script string) []string { return []string{"/bin/sh", "-c", script} }
 
-func testExitCode(t *testing.T, sb sandbox.Sandbox) {
+func testExitCode(t *testing.T, sb sandbox.Sandbox, p *Programs) {
 	for _, code := range []int{0, 1, 3, 125, 255} {
-		r := exec(t, context.Background(), sb, &sandbox.Cmd{Argv: sh(fmt.Sprintf("exit %d", code))})
+		r := exec(t, context.Background(), sb, &sandbox.Cmd{Argv: p.Exit(code)})
 		if r.err != nil || r.res.ExitCode != code || r.res.TimedOut || r.res.Signal != "" {
 			t.Errorf("exit %d: a non-zero exit is a result, not an error:\n%s", code, r)
 		}
@@ -330,14 +379,33 @@ func testCancel(t *testing.T, sb sandbox.Sandbox) {
 	}
 }
 
+// testTimeoutResult: what a timeout returns (Run's TimeoutKillsTree also
+// checks that nothing survives it).
+func testTimeoutResult(t *testing.T, sb sandbox.Sandbox, p *Programs) {
+	r := exec(t, context.Background(), sb, &sandbox.Cmd{Argv: p.Block, Timeout: time.Second})
+	if r.err != nil || !r.res.TimedOut || r.res.ExitCode != sandbox.TimeoutExitCode || r.out != "started\n" {
+		t.Errorf("Timeout: want TimedOut, exit %d and no error:\n%s", sandbox.TimeoutExitCode, r)
+	}
+}
+
+// testCancelResult: what a cancellation returns.
+func testCancelResult(t *testing.T, sb sandbox.Sandbox, p *Programs) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := exec(t, ctx, sb, &sandbox.Cmd{Argv: p.Block, Stdout: &onWrite{w: &Buffer{}, f: cancel}})
+	if !errors.Is(r.err, context.Canceled) {
+		t.Errorf("cancelled while it ran: want context.Canceled:\n%s", r)
+	}
+}
+
 func testEmptyArgv(t *testing.T, sb sandbox.Sandbox) {
 	if _, err := execRaw(t, sb, &sandbox.Cmd{}); err == nil {
 		t.Error("an empty Argv: want an error")
 	}
 }
 
-func testRelease(t *testing.T, sb sandbox.Sandbox) {
-	if r := exec(t, context.Background(), sb, &sandbox.Cmd{Argv: []string{"true"}}); r.err != nil {
+func testRelease(t *testing.T, sb sandbox.Sandbox, p *Programs) {
+	if r := exec(t, context.Background(), sb, &sandbox.Cmd{Argv: p.Exit(0)}); r.err != nil {
 		t.Fatalf("before release:\n%s", r)
 	}
 	for i := 0; i < 2; i++ {
@@ -345,15 +413,15 @@ func testRelease(t *testing.T, sb sandbox.Sandbox) {
 			t.Fatalf("Release #%d: %v (Release is idempotent)", i+1, err)
 		}
 	}
-	r := exec(t, context.Background(), sb, &sandbox.Cmd{Argv: []string{"true"}})
+	r := exec(t, context.Background(), sb, &sandbox.Cmd{Argv: p.Exit(0)})
 	if !errors.Is(r.err, sandbox.ErrLost) {
 		t.Errorf("Exec after Release: want ErrLost:\n%s", r)
 	}
 }
 
-func testReleaseRunning(t *testing.T, sb sandbox.Sandbox) {
+func testReleaseRunning(t *testing.T, sb sandbox.Sandbox, p *Programs) {
 	started := make(chan struct{})
-	done := execAsync(context.Background(), sb, &sandbox.Cmd{Argv: sh("echo started; sleep 3031"), Env: []string{PATH},
+	done := execAsync(context.Background(), sb, &sandbox.Cmd{Argv: p.Block, Env: []string{PATH},
 		Stdout: &onWrite{w: &Buffer{}, f: func() { close(started) }}, Stderr: &Buffer{}})
 	select {
 	case <-started:
@@ -375,10 +443,10 @@ func testReleaseRunning(t *testing.T, sb sandbox.Sandbox) {
 	}
 }
 
-func testLost(t *testing.T, b Backend) {
+func testLost(t *testing.T, b Backend, p *Programs) {
 	sb := b.New(t, sandbox.Limits{})
 	started := make(chan struct{})
-	done := execAsync(context.Background(), sb, &sandbox.Cmd{Argv: sh("echo started; sleep 3041"), Env: []string{PATH},
+	done := execAsync(context.Background(), sb, &sandbox.Cmd{Argv: p.Block, Env: []string{PATH},
 		Stdout: &onWrite{w: &Buffer{}, f: func() { close(started) }}, Stderr: &Buffer{}})
 	select {
 	case <-started:
@@ -398,7 +466,7 @@ func testLost(t *testing.T, b Backend) {
 		t.Fatalf("a command still ran %s after its sandbox was lost", wait)
 	}
 	// Nothing of the next command runs: the engine may run it elsewhere.
-	r := exec(t, context.Background(), sb, &sandbox.Cmd{Argv: []string{"true"}})
+	r := exec(t, context.Background(), sb, &sandbox.Cmd{Argv: p.Exit(0)})
 	if !errors.Is(r.err, sandbox.ErrUnreachable) {
 		t.Errorf("Exec on a sandbox found gone: want ErrUnreachable:\n%s", r)
 	}
