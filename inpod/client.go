@@ -1,6 +1,7 @@
 package inpod
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -42,7 +43,13 @@ func Exec(ctx context.Context, run StreamFunc, helperPath string, cmd *sandbox.C
 	go func() {
 		_, err := inW.Write(append(line, '\n'))
 		if err == nil && cmd.Sync != nil {
-			_, err = io.Copy(inW, cmd.Sync.Push)
+			// The push is a tar stream of small writes (about six per
+			// file); unbuffered, each would be a message of its own
+			// through the mux, the kubelet and the API server.
+			bw := bufio.NewWriterSize(inW, 64<<10)
+			if _, err = io.Copy(bw, cmd.Sync.Push); err == nil {
+				err = bw.Flush()
+			}
 		}
 		if err == nil && cmd.Stdin != nil {
 			_, err = io.Copy(inW, cmd.Stdin)

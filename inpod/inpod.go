@@ -87,7 +87,13 @@ func (f *frameWriter) frame(typ byte, p []byte) error {
 			break
 		}
 	}
-	// Output is flushed as it comes, so it streams live.
+	// Output is flushed as it comes, so it streams live. The pull is not:
+	// it is a tar stream of small writes that only the command's end (the
+	// exit frame, which flushes) completes, and each flush is a message of
+	// its own through the exec; it goes in full buffers.
+	if typ == framePull {
+		return nil
+	}
 	return f.w.Flush()
 }
 
