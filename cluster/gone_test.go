@@ -1,0 +1,114 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/sbx-sh/sbx/sandbox"
+)
+
+func claimForTest(t *testing.T, ctx context.Context) (*fakeCluster, *Sandbox) {
+	t.Helper()
+	f := newFakeCluster(t, "v1alpha1", pool("p", "busybox", 2))
+	f.controller(t, ctx)
+	cfg := Config{Pool: "p", Owner: "alice", IdleTTL: time.Hour, ClaimTimeout: 10 * time.Second}
+	p := NewForClients(cfg, nil, f.kube, f.dyn, f.disc, nil)
+	sb, err := p.Claim(ctx, sandbox.Spec{Name: "gone", StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, sb.(*Sandbox)
+}
+
+// Past its shutdownTime a claim is not renewed (that would race the
+// controller's deletion, and a command could run in a sandbox being
+// deleted): the command does not run, the error says nothing ran, and the
+// claim is deleted.
+func TestExecAfterShutdownTime(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f, s := claimForTest(t, ctx)
+	c, err := f.dyn.Resource(gvrClaims).Namespace("sbx").Get(ctx, s.Claim(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _, _ := unstructured.NestedString(c.Object, "spec", "lifecycle", "shutdownTime")
+	s.mu.Lock()
+	s.shutdown = time.Now().Add(-time.Second)
+	s.mu.Unlock()
+	_, err = s.Exec(ctx, &sandbox.Cmd{Argv: []string{"true"}})
+	if !errors.Is(err, sandbox.ErrUnreachable) || !strings.Contains(err.Error(), "passed its shutdownTime") {
+		t.Fatalf("exec past shutdownTime: %v; want ErrUnreachable saying the claim expired", err)
+	}
+	c, err = f.dyn.Resource(gvrClaims).Namespace("sbx").Get(ctx, s.Claim(), metav1.GetOptions{})
+	if !apierrors.IsNotFound(err) {
+		after, _, _ := unstructured.NestedString(c.Object, "spec", "lifecycle", "shutdownTime")
+		t.Errorf("the expired claim is still there (err %v), shutdownTime %s, was %s", err, after, before)
+	}
+	if _, err := s.Exec(ctx, &sandbox.Cmd{Argv: []string{"true"}}); !errors.Is(err, sandbox.ErrUnreachable) {
+		t.Errorf("a second exec: %v; want ErrUnreachable", err)
+	}
+}
+
+// The claim is watched from the first command on: one being deleted (a
+// release by another process, the controller's expiry) makes the sandbox
+// gone before its pod is, and no later command runs.
+func TestClaimWatchSeesDeletion(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f, s := claimForTest(t, ctx)
+	s.ensureWatch()
+	defer s.closeMux()
+	c, err := f.dyn.Resource(gvrClaims).Namespace("sbx").Get(ctx, s.Claim(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.Now()
+	c.SetDeletionTimestamp(&now)
+	c.SetFinalizers([]string{"foregroundDeletion"})
+	if _, err := f.dyn.Resource(gvrClaims).Namespace("sbx").Update(ctx, c, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for s.goneReason() == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("the claim's deletion was not seen in 10 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if why := s.goneReason(); !strings.Contains(why, "claim "+s.Claim()+" is being deleted") {
+		t.Errorf("gone because %q", why)
+	}
+	if _, err := s.Exec(ctx, &sandbox.Cmd{Argv: []string{"true"}}); !errors.Is(err, sandbox.ErrUnreachable) {
+		t.Errorf("exec after the claim's deletion: %v; want ErrUnreachable", err)
+	}
+}
+
+// A pod deleted is seen by the same watch.
+func TestPodWatchSeesDeletion(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f, s := claimForTest(t, ctx)
+	s.ensureWatch()
+	defer s.closeMux()
+	if err := f.kube.CoreV1().Pods("sbx").Delete(ctx, s.Pod(), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for s.goneReason() == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("the pod's deletion was not seen in 10 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if why := s.goneReason(); why != "pod "+s.Pod()+" was deleted" {
+		t.Errorf("gone because %q", why)
+	}
+}
