@@ -194,10 +194,18 @@ func (s *Sandbox) Exec(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, e
 	if s.relay != "" {
 		// The relay renews the claim while calls come.
 	} else if err := s.Renew(ctx); err != nil {
-		if errors.Is(err, sandbox.ErrLost) {
+		if errors.Is(err, sandbox.ErrUnreachable) {
 			return sandbox.Result{}, err
 		}
+		if errors.Is(err, sandbox.ErrLost) {
+			// Nothing ran: the engine may claim a new sandbox and run it there.
+			return sandbox.Result{}, fmt.Errorf("%w: %v", sandbox.ErrUnreachable, err)
+		}
 		s.p.log.Warn("renew claim", "claim", s.claim, "err", err)
+	} else {
+		// From the first command on, the pod and the claim are watched: a
+		// deletion seen ends what runs and refuses what comes (watch.go).
+		s.ensureWatch()
 	}
 	if cmd.Dir == "" {
 		c := *cmd
@@ -276,6 +284,14 @@ func (s *Sandbox) execWrapper(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Re
 		}
 		s.killTree(context.WithoutCancel(ctx), id)
 		return sandbox.Result{Duration: time.Since(start)}, fmt.Errorf("exec in pod %s: %w (the command was killed)", s.pod, err)
+	}
+	if why := s.goneReason(); why != "" {
+		// The claim or pod went while the command ran: its result is not
+		// one the sandbox can stand behind.
+		if err == nil {
+			err = errors.New("the sandbox went away")
+		}
+		return sandbox.Result{Duration: time.Since(start)}, lostError(why, err, true)
 	}
 	return s.result(ctx, err, start, out.Found())
 }

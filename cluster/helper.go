@@ -154,9 +154,7 @@ func (s *Sandbox) helperMux(ctx context.Context) (*inpod.MuxClient, error) {
 		return nil, fmt.Errorf("start the helper in pod %s/%s: %w %s", s.ns, s.pod, err, strings.TrimSpace(errb.String()))
 	}
 	s.mux = m
-	wctx, cancel := context.WithCancel(context.Background())
-	s.stopWatch = cancel
-	go s.watchPod(wctx)
+	s.ensureWatchLocked()
 	return m, nil
 }
 

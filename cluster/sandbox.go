@@ -34,8 +34,8 @@ type Sandbox struct {
 	muxMu     sync.Mutex
 	mux       *inpod.MuxClient   // the long-lived exec of the helper (helper.go)
 	noHelper  error              // why sbx has no helper to upload, once known
-	stopWatch context.CancelFunc // ends watchPod
-	gone      string             // why the pod can no longer serve, once the watch saw it
+	stopWatch context.CancelFunc // ends watchSandbox (watch.go)
+	gone      string             // why the pod or claim can no longer serve, once a watch or Renew saw it
 	relay     string             // the relay's socket, when commands go through one (relay.go)
 	fresh     bool               // claimed by this process: no helper started in its pod yet
 }
@@ -90,12 +90,24 @@ const renewMinInterval = 5 * time.Second
 // gives an error wrapping sandbox.ErrLost.
 func (s *Sandbox) Renew(ctx context.Context) error {
 	s.mu.Lock()
-	// Past its shutdownTime the claim is expiring or gone: ask the API
-	// whatever the interval, so that no command runs in a sandbox whose
-	// claim was deleted (its pod may still be terminating, and reachable).
-	expired := !s.shutdown.IsZero() && !time.Now().Before(s.shutdown)
-	due := expired || (time.Until(s.shutdown) < s.ttl/2 && time.Since(s.lastRenew) >= renewMinInterval)
+	shutdown := s.shutdown
+	expired := !shutdown.IsZero() && !time.Now().Before(shutdown)
+	due := time.Until(shutdown) < s.ttl/2 && time.Since(s.lastRenew) >= renewMinInterval
 	s.mu.Unlock()
+	if expired {
+		// Past its shutdownTime the claim is the controller's to delete,
+		// and may be deleted at any moment, its pod still terminating and
+		// reachable: renewing it now would race that deletion, and a
+		// command could run, and report success, in a sandbox already
+		// gone. It is not renewed: the sandbox is gone, nothing runs.
+		why := fmt.Sprintf("claim %s passed its shutdownTime %s (unused for longer than its TTL of %s)",
+			s.claim, shutdown.UTC().Format(time.RFC3339), s.ttl)
+		s.setGone(why)
+		if a, err := s.api(ctx); err == nil {
+			s.p.deleteClaim(a, s.ns, s.claim)
+		}
+		return fmt.Errorf("%w: %v", sandbox.ErrUnreachable, lostError(why, errors.New("expired"), false))
+	}
 	if !due {
 		return nil
 	}
