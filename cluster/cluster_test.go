@@ -181,7 +181,7 @@ func TestRenderPool(t *testing.T) {
 		{"no service links", str(tmpl, append(ps, "enableServiceLinks")...), false},
 		{"non-root", str(tmpl, append(ps, "securityContext", "runAsNonRoot")...), true},
 		{"uid", str(tmpl, append(ps, "securityContext", "runAsUser")...), float64(1000)},
-		{"cache hostPath under tenant dir", fmt.Sprint(str(tmpl, append(ps, "volumes")...)), "[map[hostPath:map[path:/var/lib/sbx/cache/acme type:Directory] name:cache]]"},
+		{"cache hostPath under tenant dir", fmt.Sprint(str(tmpl, append(ps, "volumes")...)), "[map[emptyDir:map[] name:tmp] map[emptyDir:map[] name:home] map[hostPath:map[path:/var/lib/sbx/cache/acme type:Directory] name:cache]]"},
 		{"pool replicas", str(pool, "spec", "replicas"), float64(3)},
 		{"pool template ref", str(pool, "spec", "sandboxTemplateRef", "name"), "sbx-acme"},
 	}

@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
 	"strings"
@@ -10,6 +11,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/sbx-sh/sbx/sandbox"
 )
 
 // PoolOptions are the inputs of RenderPool (sbx pool render).
@@ -28,6 +31,14 @@ type PoolOptions struct {
 	CacheMount string
 	CacheRoot  string // default /var/lib/sbx/cache
 	UID        int64  // the non-root user the sandbox runs as, default 1000
+	// WritableRoot leaves the container's root file system writable, for
+	// an image that writes outside /tmp, the home and WritableDirs. By
+	// default it is read-only, and /tmp and sandbox.Home are emptyDirs.
+	WritableRoot bool
+	// WritableDirs are more emptyDirs of a read-only pod: where the users'
+	// code dirs appear in the pod (at their host paths, e.g. /home or
+	// /work).
+	WritableDirs []string
 	// APIVersion of the extensions group, default v1alpha1.
 	APIVersion string
 }
@@ -78,6 +89,19 @@ func (o PoolOptions) validate() error {
 		if q, err := resource.ParseQuantity(v); err != nil || q.Sign() <= 0 {
 			return fmt.Errorf("%s %q: want a positive quantity like 4Gi or 2", flag, v)
 		}
+	}
+	seen := map[string]bool{"/tmp": true, sandbox.Home: true}
+	for _, d := range o.WritableDirs {
+		if !path.IsAbs(d) || path.Clean(d) != d || d == "/" {
+			return fmt.Errorf("--writable-dir %q: want a clean absolute path other than /", d)
+		}
+		if seen[d] || d == o.CacheMount {
+			return fmt.Errorf("--writable-dir %q: mounted twice (/tmp and %s are always writable)", d, sandbox.Home)
+		}
+		seen[d] = true
+	}
+	if o.WritableRoot && len(o.WritableDirs) > 0 {
+		return errors.New("--writable-dir needs a read-only root (it is for what --writable-root would allow anyway)")
 	}
 	for flag, v := range map[string]string{"--cache-mount": o.CacheMount, "--cache-root": o.CacheRoot} {
 		if v != "" && (!path.IsAbs(v) || path.Clean(v) != v || v == "/") {
@@ -132,8 +156,16 @@ spec:
           value: /tmp
         securityContext:
           allowPrivilegeEscalation: false
+          privileged: false
           capabilities:
             drop: ["ALL"]
+          seccompProfile:
+            type: RuntimeDefault
+{{- if not .WritableRoot}}
+          # Only the volumes below are writable: /tmp (the helper, the
+          # stubs, sbx's run dir), the home, and the code dirs' roots.
+          readOnlyRootFilesystem: true
+{{- end}}
         resources:
           requests:
             cpu: 100m
@@ -141,16 +173,28 @@ spec:
           limits:
             cpu: {{q .CPU}}
             memory: {{q .Memory}}
-{{- if .CacheMount}}
+{{- if or .CacheMount .Writable}}
         volumeMounts:
+{{- range .Writable}}
+        - name: {{.Name}}
+          mountPath: {{q .Path}}
+{{- end}}
+{{- if .CacheMount}}
         - name: cache
           mountPath: {{q .CacheMount}}
+{{- end}}
       volumes:
+{{- range .Writable}}
+      - name: {{.Name}}
+        emptyDir: {}
+{{- end}}
+{{- if .CacheMount}}
       # Per-node package cache of this tenant only (created by cluster/deploy/node/cache.sh).
       - name: cache
         hostPath:
           path: {{q .CacheHostPath}}
           type: Directory
+{{- end}}
 {{- end}}
 ---
 apiVersion: extensions.agents.x-k8s.io/{{.APIVersion}}
@@ -180,11 +224,19 @@ func RenderPool(o PoolOptions, args ...string) ([]byte, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
+	type volume struct{ Name, Path string }
 	data := struct {
 		PoolOptions
 		Name, CacheHostPath string
 		Args                []string
-	}{o, PoolName(o.Tenant), path.Join(o.CacheRoot, o.Tenant), nil}
+		Writable            []volume
+	}{o, PoolName(o.Tenant), path.Join(o.CacheRoot, o.Tenant), nil, nil}
+	if !o.WritableRoot {
+		data.Writable = []volume{{"tmp", "/tmp"}, {"home", sandbox.Home}}
+		for i, d := range o.WritableDirs {
+			data.Writable = append(data.Writable, volume{fmt.Sprintf("writable-%d", i), d})
+		}
+	}
 	for _, a := range args { // a comment line must stay one line
 		data.Args = append(data.Args, strings.Map(func(r rune) rune {
 			if r < ' ' || r == 0x7f {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sbx-sh/sbx/cluster"
 	"github.com/sbx-sh/sbx/internal/app"
+	"github.com/sbx-sh/sbx/sandbox"
 )
 
 // The cluster backend's sub-commands. The dispatch in cli.go wires:
@@ -26,6 +27,7 @@ import (
 const clusterUsage = `usage:
   sbx pool render --tenant T --image IMG [--namespace sbx] [--replicas 2] [--runtime-class gvisor]
                   [--memory 4Gi] [--cpu 2] [--cache-mount PATH] [--cache-root /var/lib/sbx/cache]
+                  [--writable-dir PATH]... [--writable-root]
       print a SandboxTemplate and a SandboxWarmPool for one tenant (apply with kubectl apply -f -)
   sbx kubeconfig [--admin-kubeconfig PATH] [--namespace sbx] [--service-account sbx] [--duration 24h] [-o FILE]
       write a kubeconfig for sbx's least-privilege service account (cluster/deploy/rbac.yaml)
@@ -55,6 +57,11 @@ func (c *cli) pool(ctx context.Context, args []string) int {
 	fs.StringVar(&o.CPU, "cpu", "2", "CPU limit per sandbox")
 	fs.StringVar(&o.CacheMount, "cache-mount", "", "mount the tenant's per-node package cache at this `path`")
 	fs.StringVar(&o.CacheRoot, "cache-root", "/var/lib/sbx/cache", "node `directory` holding one cache directory per tenant")
+	fs.BoolVar(&o.WritableRoot, "writable-root", false, "leave the container's root file system writable (default: read-only, /tmp and "+sandbox.Home+" emptyDirs)")
+	fs.Func("writable-dir", "one more writable emptyDir at this `path` (where the users' code dirs appear, e.g. /work); repeatable", func(v string) error {
+		o.WritableDirs = append(o.WritableDirs, v)
+		return nil
+	})
 	if err := fs.Parse(args[1:]); err != nil || fs.NArg() > 0 {
 		return exitUsage
 	}
