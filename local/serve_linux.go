@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -28,6 +29,7 @@ type server struct {
 	mu       sync.Mutex
 	idle     []*worker
 	starting bool
+	trimmed  bool // the idle workers were stopped (trim): none is started until a command needs one
 	lastUsed time.Time
 	active   int
 	stopping bool
@@ -65,6 +67,7 @@ func runServe() int {
 		s.idle = append(s.idle, w)
 	}
 	reportReady(nil)
+	go s.trimmer()
 	if cfg.IdleTTL > 0 {
 		go s.idleReaper(time.Duration(cfg.IdleTTL) * time.Millisecond)
 	}
@@ -114,6 +117,9 @@ func (s *server) handle(c *conn) {
 	case "ping":
 		closeAll(files)
 		c.writeFrame(reply{Done: true, Version: s.cfg.Version, Pid: os.Getpid()})
+	case "trim":
+		closeAll(files)
+		c.writeFrame(reply{Done: true, Trimmed: s.trim()})
 	case "shutdown":
 		closeAll(files)
 		c.writeFrame(reply{Done: true})
@@ -255,7 +261,54 @@ func (s *server) stopCommand(w *worker, done chan reply) reply {
 	}
 }
 
-const maxIdleWorkers = 2
+// maxIdleWorkers is how many workers an idle sandbox keeps ready: one, so
+// that a command does not wait for a worker's start (a re-exec of sbx), and
+// no more, since each is a Go process of its own (about 4 MB of private
+// memory: docs/benchmarks.md, memory).
+const maxIdleWorkers = 1
+
+// workerIdleTTL is how long a sandbox without commands keeps its idle
+// worker. Past it the init stops the worker and gives its own free memory
+// back, leaving one process per idle sandbox; the next command starts a
+// worker first (a few milliseconds more, once). An agent's commands
+// usually come seconds apart, so a busy session never pays that.
+const workerIdleTTL = 30 * time.Second
+
+// trimmer stops the idle workers of a sandbox unused for workerIdleTTL.
+func (s *server) trimmer() {
+	for {
+		s.mu.Lock()
+		wait := workerIdleTTL - time.Since(s.lastUsed)
+		trimmed := s.trimmed
+		s.mu.Unlock()
+		if wait <= 0 {
+			if !trimmed {
+				s.trim()
+			}
+			wait = workerIdleTTL
+		}
+		time.Sleep(wait) // a timer: nothing waits on the trim
+	}
+}
+
+// trim stops the idle workers unless a command runs, and hands the init's
+// free heap back to the kernel. It reports how many workers it stopped.
+func (s *server) trim() int {
+	s.mu.Lock()
+	if s.active > 0 || s.stopping {
+		s.mu.Unlock()
+		return 0
+	}
+	idle := s.idle
+	s.idle = nil
+	s.trimmed = true
+	s.mu.Unlock()
+	for _, w := range idle {
+		w.kill()
+	}
+	debug.FreeOSMemory()
+	return len(idle)
+}
 
 // handOff gives the command to a live worker. A worker that died while idle
 // (the kernel killed it) refuses the frame at once, having received
@@ -295,7 +348,7 @@ func (s *server) watch(w *worker) {
 	if i >= 0 {
 		s.idle = slices.Delete(s.idle, i, i+1)
 	}
-	spare := i >= 0 && len(s.idle) == 0 && !s.starting && !s.stopping
+	spare := i >= 0 && len(s.idle) == 0 && !s.starting && !s.stopping && !s.trimmed
 	if spare {
 		s.starting = true
 	}
@@ -305,8 +358,10 @@ func (s *server) watch(w *worker) {
 	}
 }
 
-// getWorker returns an idle worker, or starts one. It then starts a spare in
-// the background, so the next command does not wait for a program start.
+// getWorker returns the idle worker, or starts one (the first command after
+// a trim, or one that runs beside another). No spare is started: a command's
+// worker comes back to the pool when it ends, so sequential commands reuse
+// one worker and an idle sandbox holds one worker at most.
 func (s *server) getWorker() (*worker, error) {
 	s.mu.Lock()
 	var w *worker
@@ -317,14 +372,8 @@ func (s *server) getWorker() (*worker, error) {
 			w = nil // its watch has closed it
 		}
 	}
-	spare := len(s.idle) == 0 && !s.starting
-	if spare {
-		s.starting = true
-	}
+	s.trimmed = false
 	s.mu.Unlock()
-	if spare {
-		go s.startSpare()
-	}
 	if w != nil {
 		return w, nil
 	}
@@ -340,7 +389,7 @@ func (s *server) startSpare() {
 		fmt.Fprintf(os.Stderr, "sbx init: %v\n", err)
 		return
 	}
-	if s.stopping || len(s.idle) >= maxIdleWorkers {
+	if s.stopping || s.trimmed || len(s.idle) >= maxIdleWorkers {
 		w.kill()
 		return
 	}
@@ -350,7 +399,7 @@ func (s *server) startSpare() {
 func (s *server) putWorker(w *worker) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.stopping || len(s.idle) >= maxIdleWorkers {
+	if s.stopping || s.trimmed || len(s.idle) >= maxIdleWorkers {
 		w.kill()
 		return
 	}

@@ -57,6 +57,8 @@ type reply struct {
 	// Started is set when the command is running, with its pid in the sandbox.
 	Started bool `json:"started,omitempty"`
 	Pid     int  `json:"pid,omitempty"`
+	// Trimmed answers a trim: how many idle workers were stopped.
+	Trimmed int `json:"trimmed,omitempty"`
 	// Done is set on the final reply of an exec.
 	Done     bool   `json:"done,omitempty"`
 	ExitCode int    `json:"exit_code"`
