@@ -86,6 +86,10 @@ func (a *api) pools(ns string) dynamic.ResourceInterface {
 	return a.dyn.Resource(schema.GroupVersionResource{Group: GroupExtensions, Version: a.ext, Resource: "sandboxwarmpools"}).Namespace(ns)
 }
 
+func (a *api) templates(ns string) dynamic.ResourceInterface {
+	return a.dyn.Resource(schema.GroupVersionResource{Group: GroupExtensions, Version: a.ext, Resource: "sandboxtemplates"}).Namespace(ns)
+}
+
 func (a *api) sandboxes(ns string) dynamic.ResourceInterface {
 	return a.dyn.Resource(schema.GroupVersionResource{Group: GroupCore, Version: a.core, Resource: "sandboxes"}).Namespace(ns)
 }

@@ -110,7 +110,12 @@ func Doctor(ctx context.Context, cfg Config) []Check {
 		add(Check{Name: "agent-sandbox CRDs", Detail: err.Error(), Fix: "see docs/cluster.md"})
 		return out
 	}
+	out = append(out, Check{Name: "agent-sandbox API versions", OK: true,
+		Detail: fmt.Sprintf("sbx uses %s/%s and %s/%s", GroupExtensions, a.ext, GroupCore, a.core)})
 	out = append(out, poolCheck(ctx, a, cfg))
+	if cfg.Pool != "" {
+		out = append(out, runtimeCheck(ctx, a, kube, cfg))
+	}
 	for _, acc := range RequiredAccess {
 		out = append(out, accessCheck(ctx, kube, cfg.Namespace, acc))
 	}
@@ -171,5 +176,90 @@ func accessCheck(ctx context.Context, kube kubernetes.Interface, ns string, acc 
 	}
 	c.Detail = strings.TrimSpace("denied in namespace " + ns + " " + r.Status.Reason)
 	c.Fix = "apply cluster/deploy/rbac.yaml in namespace " + ns + " and use the kubeconfig sbx kubeconfig writes for its service account"
+	return c
+}
+
+// gVisorHandler is the RuntimeClass handler of gVisor's containerd shim.
+const gVisorHandler = "runsc"
+
+// runtimeCheck reports the pool template's RuntimeClass and whether its
+// pods run under gVisor: the template's runtimeClassName, that
+// RuntimeClass's handler, and the runtime of the pool's pods as the API
+// records them. Pods under runc share the node's kernel with every other
+// tenant; production runs gVisor (docs/cluster.md).
+func runtimeCheck(ctx context.Context, a *api, kube kubernetes.Interface, cfg Config) Check {
+	c := Check{Name: "pool runtime (gVisor)"}
+	fix := "render the pool with sbx pool render --runtime-class gvisor, on nodes set up with cluster/deploy (runsc)"
+	pool, err := a.pools(cfg.Namespace).Get(ctx, cfg.Pool, getOpts)
+	if err != nil {
+		c.Detail, c.Fix = "the pool could not be read (see the warm pool check)", fix
+		return c
+	}
+	tname, _, _ := unstructured.NestedString(pool.Object, "spec", "sandboxTemplateRef", "name")
+	if tname == "" {
+		c.Detail, c.Fix = fmt.Sprintf("pool %s names no sandboxTemplateRef", cfg.Pool), fix
+		return c
+	}
+	tmpl, err := a.templates(cfg.Namespace).Get(ctx, tname, getOpts)
+	if err != nil {
+		c.Detail = apiError(err, a.server, "get", "sandboxtemplates."+GroupExtensions, cfg.Namespace).Error()
+		c.Fix = "see the RBAC checks below"
+		return c
+	}
+	rc, _, _ := unstructured.NestedString(tmpl.Object, "spec", "podTemplate", "spec", "runtimeClassName")
+	if rc == "" {
+		c.Detail = fmt.Sprintf("template %s sets no runtimeClassName: its pods run under the node's default runtime (runc), not gVisor", tname)
+		c.Fix = fix
+		return c
+	}
+	handler := ""
+	obj, err := kube.NodeV1().RuntimeClasses().Get(ctx, rc, getOpts)
+	switch {
+	case err == nil:
+		handler = obj.Handler
+	case apierrors.IsNotFound(err):
+		c.Detail = fmt.Sprintf("template %s asks for RuntimeClass %q, which does not exist: its pods cannot start", tname, rc)
+		c.Fix = "apply cluster/deploy/runtimeclass.yaml (and install runsc on the nodes), or re-render the pool"
+		return c
+	}
+	// The pods the pool made: their runtimeClassName as the API admitted
+	// them (a RuntimeClass admission can set it, or refuse it).
+	sel := "sbx.dev/tenant"
+	if t, _, _ := unstructured.NestedString(tmpl.Object, "spec", "podTemplate", "metadata", "labels", "sbx.dev/tenant"); t != "" {
+		sel += "=" + t
+	}
+	pods, _ := kube.CoreV1().Pods(cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	var under, other int
+	if pods != nil {
+		for _, p := range pods.Items {
+			if p.Spec.RuntimeClassName != nil && *p.Spec.RuntimeClassName == rc {
+				under++
+			} else {
+				other++
+			}
+		}
+	}
+	podsText := fmt.Sprintf("%d of the namespace's sbx pods use it", under)
+	if other > 0 {
+		podsText += fmt.Sprintf(", %d do not", other)
+	}
+	switch handler {
+	case gVisorHandler:
+		c.OK = other == 0
+		c.Detail = fmt.Sprintf("template %s: RuntimeClass %s, handler %s: gVisor; %s", tname, rc, handler, podsText)
+		if !c.OK {
+			c.Fix = "pods of an older template still run; they are replaced as they are claimed and released"
+		}
+	case "":
+		// The handler is cluster-scoped: sbx's namespaced Role cannot read it.
+		c.OK = strings.Contains(strings.ToLower(rc), "gvisor") && other == 0
+		c.Detail = fmt.Sprintf("template %s: RuntimeClass %s (its handler is not readable with these credentials: %v); %s", tname, rc, err, podsText)
+		if !c.OK {
+			c.Fix = fix
+		}
+	default:
+		c.Detail = fmt.Sprintf("template %s: RuntimeClass %s, handler %s: not gVisor (%s); %s", tname, rc, handler, gVisorHandler, podsText)
+		c.Fix = fix
+	}
 	return c
 }

@@ -1,0 +1,68 @@
+package cluster
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+func sandboxTemplate(name, runtimeClass string) *unstructured.Unstructured {
+	spec := map[string]any{"containers": []any{map[string]any{"name": "sandbox", "image": "busybox"}}}
+	if runtimeClass != "" {
+		spec["runtimeClassName"] = runtimeClass
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": GroupExtensions + "/v1alpha1", "kind": "SandboxTemplate",
+		"metadata": map[string]any{"name": name, "namespace": "sbx"},
+		"spec": map[string]any{"podTemplate": map[string]any{
+			"metadata": map[string]any{"labels": map[string]any{"sbx.dev/tenant": "t"}},
+			"spec":     spec,
+		}},
+	}}
+}
+
+// sbx doctor names the pool template's RuntimeClass and says whether its
+// pods run under gVisor: the RuntimeClass's handler and the pods' own
+// runtimeClassName.
+func TestRuntimeCheck(t *testing.T) {
+	gvisor := "gvisor"
+	for _, c := range []struct {
+		name     string
+		tmplRC   string
+		handler  string // "" : no RuntimeClass object
+		podRC    *string
+		ok       bool
+		contains string
+	}{
+		{"gVisor", "gvisor", "runsc", &gvisor, true, "handler runsc: gVisor; 1 of the namespace's sbx pods use it"},
+		{"no runtime class", "", "", nil, false, "not gVisor"},
+		{"runc handler", "gvisor", "runc", &gvisor, false, "handler runc: not gVisor"},
+		{"missing RuntimeClass", "gvisor", "", &gvisor, false, "does not exist"},
+		{"a pod under runc", "gvisor", "runsc", nil, false, "1 do not"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFakeCluster(t, "v1alpha1", pool("p", "tmpl", 1), sandboxTemplate("tmpl", c.tmplRC))
+			ctx := context.Background()
+			if c.handler != "" {
+				f.kube.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: c.tmplRC}, Handler: c.handler}, metav1.CreateOptions{})
+			}
+			f.kube.CoreV1().Pods("sbx").Create(ctx, &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: "pool-pod", Namespace: "sbx", Labels: map[string]string{"sbx.dev/tenant": "t"}},
+				Spec:       corev1.PodSpec{RuntimeClassName: c.podRC},
+			}, metav1.CreateOptions{})
+			a, err := newAPI(nil, f.kube, f.dyn, f.disc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := runtimeCheck(ctx, a, f.kube, Config{Pool: "p", Namespace: "sbx"})
+			if got.OK != c.ok || !strings.Contains(got.Detail, c.contains) || (!got.OK && got.Fix == "") {
+				t.Errorf("got %+v; want OK %v and a detail with %q (and a fix when not OK)", got, c.ok, c.contains)
+			}
+		})
+	}
+}
