@@ -33,11 +33,6 @@ import (
 // EgressPort is the proxy's port on the sandbox's own loopback.
 const EgressPort = 3128
 
-// Egress is the allow_net configuration of the sandboxes a Provider claims.
-type Egress struct {
-	Allow  []string
-	Inject []egress.Injection
-}
 
 // egressConfig is what the proxy process is told, over a pipe (the CA's key
 // with it: never in a file).

@@ -17,11 +17,11 @@ type claimExtras struct {
 	env  []string
 }
 
-func (p *Provider) extras(ctx context.Context, spec *sandbox.Spec) (*claimExtras, error) {
+func (p *Provider) extras(ctx context.Context, spec *sandbox.Spec, ids hostIDs) (*claimExtras, error) {
 	x := &claimExtras{}
 	mounts := append([]sandbox.Mount(nil), spec.Mounts...)
 	if p.Caches != nil {
-		ms, env, err := p.Caches(spec.StateDir)
+		ms, env, err := p.Caches(spec.StateDir, ids.UID, ids.GID)
 		if err != nil {
 			return nil, err
 		}

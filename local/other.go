@@ -15,6 +15,8 @@ import (
 type Provider struct {
 	Version      string
 	ClaimTimeout time.Duration
+	Egress       *Egress
+	Caches       func(stateDir string, uid, gid int) ([]sandbox.Mount, []string, error)
 }
 
 // ErrUnsupported is returned on systems other than Linux.

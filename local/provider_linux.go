@@ -34,8 +34,9 @@ type Provider struct {
 	// an egress proxy for them (egress_linux.go); ignored with NetworkHost.
 	Egress *Egress
 	// Caches, when set, gives the mounts and variables of the package
-	// caches of a sandbox with this state dir (cache_linux.go).
-	Caches func(stateDir string) ([]sandbox.Mount, []string, error)
+	// caches of a sandbox with this state dir whose user is uid:gid on the
+	// host (see package cache).
+	Caches func(stateDir string, uid, gid int) ([]sandbox.Mount, []string, error)
 }
 
 // Name returns "local".
@@ -80,10 +81,6 @@ func mountSources(ms []sandbox.Mount) []string {
 
 // Claim starts a new sandbox init for spec and waits until it serves.
 func (p *Provider) Claim(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	add, err := p.extras(ctx, &spec)
-	if err != nil {
-		return nil, err
-	}
 	for _, m := range spec.Mounts {
 		if !filepath.IsAbs(m.Target) || filepath.Clean(m.Target) != m.Target || m.Target == "/" {
 			return nil, fmt.Errorf("mount target %q must be a clean absolute path other than /", m.Target)
@@ -140,6 +137,10 @@ func (p *Provider) Claim(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		// The init inherits the slot's lock; this copy is not needed once
 		// it runs.
 		defer ids.lock.Close()
+	}
+	add, err := p.extras(ctx, &spec, ids)
+	if err != nil {
+		return nil, err
 	}
 	if ids.UID != os.Geteuid() {
 		// The sandbox runs as another host uid than sbx: give it what it

@@ -15,7 +15,6 @@ import (
 	"github.com/sbx-sh/sbx/cluster"
 	"github.com/sbx-sh/sbx/config"
 	"github.com/sbx-sh/sbx/inpod"
-	"github.com/sbx-sh/sbx/internal/version"
 	"github.com/sbx-sh/sbx/local"
 	"github.com/sbx-sh/sbx/router"
 	"github.com/sbx-sh/sbx/sandbox"
@@ -56,6 +55,7 @@ type Flags struct {
 	IdleTTL      string   // --idle-ttl
 	Disk         string   // --disk
 	HostCommands []string // --host-command, repeatable; nil: the config's list
+	AllowNet     []string // --allow-net, repeatable; nil: the config's list
 	Backend      string   // --backend
 	Keep         bool     // --keep
 }
@@ -104,6 +104,9 @@ func Setup(f Flags, kind Kind, log *slog.Logger) (*Env, error) {
 		return nil, err
 	}
 	if err := applyFlags(&cfg, f); err != nil {
+		return nil, err
+	}
+	if err := checkEgress(cfg); err != nil {
 		return nil, err
 	}
 	prefixes, err := router.ParsePrefixes(cfg.HostCommands)
@@ -162,7 +165,7 @@ func applyFlags(cfg *config.Config, f Flags) error {
 	for _, l := range []struct {
 		flag string
 		list []string
-	}{{"--code-dir", f.CodeDirs}, {"--host-command", f.HostCommands}} {
+	}{{"--code-dir", f.CodeDirs}, {"--host-command", f.HostCommands}, {"--allow-net", f.AllowNet}} {
 		if l.list == nil {
 			continue
 		}
@@ -218,7 +221,7 @@ func newManager(root string, prov sandbox.Provider, cfg config.Config, log *slog
 // name after a restart).
 func NewProvider(cfg config.Config, kind Kind, log *slog.Logger) (sandbox.Provider, bool, error) {
 	if cfg.Backend != "cluster" {
-		return &local.Provider{Version: version.String()}, false, nil
+		return localProvider(cfg, log), false, nil
 	}
 	cc := ClusterConfig(cfg, kind)
 	return cluster.New(cc, log), cc.Persistent, nil

@@ -37,7 +37,8 @@ func execOrShell(ctx context.Context, e *Env, args []string, shell bool) int {
 	timeout := fs.String("timeout", "", "kill the command after this `duration` (exit 124)")
 	net := fs.Bool("net", false, "share the host network (default: loopback only)")
 	disk := fs.String("disk", "", "what one command may bring back and the workspace may take on the host disk, a `size` (default: the config's disk, 10GiB; 0 for none)")
-	var codeDirs, hostCommands MultiFlag
+	var codeDirs, hostCommands, allowNet MultiFlag
+	fs.Var(&allowNet, "allow-net", "a `host` the sandbox may reach through sbx's egress proxy (repeatable; example.com, *.example.com, 10.0.0.5:8080)")
 	fs.Var(&codeDirs, "code-dir", "a code `dir` to sync with the sandbox (repeatable; default: the git top level, else the current directory)")
 	fs.Var(&hostCommands, "host-command", "a command `prefix` that runs on the host (repeatable; replaces the default list)")
 	backend := fs.String("backend", "", "`local` or `cluster` (default: the config's backend)")
@@ -59,7 +60,7 @@ func execOrShell(ctx context.Context, e *Env, args []string, shell bool) int {
 	}
 	w, err := app.Setup(app.Flags{
 		CodeDirs: codeDirs, Net: *net, Timeout: *timeout, Disk: *disk,
-		HostCommands: hostCommands.List(), Backend: *backend, Keep: *keep,
+		HostCommands: hostCommands.List(), Backend: *backend, Keep: *keep, AllowNet: allowNet.List(),
 	}, app.PerCommand, e.Log)
 	if err != nil {
 		return e.Fail(err)
