@@ -50,7 +50,9 @@ const HostGoModTarget = "/var/cache/sbx/host-go-mod"
 // stampOf is the file touched beside a cache directory each time a sandbox
 // mounts it (`sbx cache prune --older-than` goes by it): beside, not in,
 // where the sandbox could make it a symlink to a host file.
-func stampOf(dir string) string { return filepath.Join(filepath.Dir(dir), "."+filepath.Base(dir)+".used") }
+func stampOf(dir string) string {
+	return filepath.Join(filepath.Dir(dir), "."+filepath.Base(dir)+".used")
+}
 
 // Root is $XDG_CACHE_HOME/sbx, else ~/.cache/sbx.
 func Root() (string, error) {

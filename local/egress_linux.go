@@ -33,7 +33,6 @@ import (
 // EgressPort is the proxy's port on the sandbox's own loopback.
 const EgressPort = 3128
 
-
 // egressConfig is what the proxy process is told, over a pipe (the CA's key
 // with it: never in a file).
 type egressConfig struct {
