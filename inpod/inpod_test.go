@@ -10,10 +10,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/sbx-sh/sbx/internal/testenv"
 	"github.com/sbx-sh/sbx/sandbox"
 	sbxsync "github.com/sbx-sh/sbx/sync"
 )
@@ -136,28 +136,10 @@ func TestTimeoutKillsTheTree(t *testing.T) {
 		if time.Since(start) > 15*time.Second {
 			t.Fatal("timeout too slow")
 		}
-		if !waitFor(10*time.Second, func() bool { return !running(marker) }) {
+		if !testenv.WaitFor(10*time.Second, func() bool { return !running(marker) }) {
 			t.Fatalf("a child survived the timeout by 10s")
 		}
 	})
-}
-
-// cancelOn is a writer that cancels once what it got contains word.
-type cancelOn struct {
-	word   string
-	cancel context.CancelFunc
-	mu     sync.Mutex
-	got    bytes.Buffer
-}
-
-func (c *cancelOn) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.got.Write(p)
-	if strings.Contains(c.got.String(), c.word) {
-		c.cancel()
-	}
-	return len(p), nil
 }
 
 func TestCancelKillsTheCommand(t *testing.T) {
@@ -168,27 +150,14 @@ func TestCancelKillsTheCommand(t *testing.T) {
 		// Cancelled once the command runs.
 		start := time.Now()
 		_, err := Exec(ctx, run, "helper", &sandbox.Cmd{Argv: []string{"bash", "-c", "echo started; exec -a " + marker + " sleep 60"}, Env: env,
-			Stdout: &cancelOn{word: "started", cancel: cancel}})
+			Stdout: &testenv.CancelOn{Word: "started", Cancel: cancel}})
 		if err == nil || ctx.Err() == nil || time.Since(start) > 10*time.Second {
 			t.Fatalf("cancel: %v (context: %v) after %s", err, ctx.Err(), time.Since(start))
 		}
-		if !waitFor(10*time.Second, func() bool { return !running(marker) }) {
+		if !testenv.WaitFor(10*time.Second, func() bool { return !running(marker) }) {
 			t.Fatalf("the cancelled command still runs 10s later")
 		}
 	})
-}
-
-// waitFor polls cond until it holds or d passes, and says whether it held:
-// the way a test waits, never a bare sleep.
-func waitFor(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return true
 }
 
 func TestSyncRoundTripThroughTheHelper(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbx-sh/sbx/internal/testenv"
 	"github.com/sbx-sh/sbx/sandbox"
 )
 
@@ -236,22 +237,9 @@ func TestTimeoutKillsWholeTree(t *testing.T) {
 	if !strings.Contains(out.String(), m+"-a") || !strings.Contains(out.String(), m+"-b") {
 		t.Fatalf("the command's children did not start:\n%s", out.String())
 	}
-	if procs := hostProcs(m); len(procs) > 0 {
+	if procs := testenv.HostProcs(m); len(procs) > 0 {
 		t.Fatalf("processes survived the timeout: %v", procs)
 	}
-}
-
-// hostProcs lists host processes whose command line contains m.
-func hostProcs(m string) []string {
-	var found []string
-	dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, d := range dirs {
-		b, _ := os.ReadFile(d)
-		if strings.Contains(string(b), m) {
-			found = append(found, d+": "+strings.ReplaceAll(string(b), "\x00", " "))
-		}
-	}
-	return found
 }
 
 func TestExitCodesPassThrough(t *testing.T) {
@@ -296,7 +284,7 @@ func TestReleaseKillsEverything(t *testing.T) {
 		_, err := sb.Exec(context.Background(), &sandbox.Cmd{Argv: []string{"/bin/sh", "-c", "setsid bash -c 'exec -a " + m + " sleep 300' & exec bash -c 'exec -a " + m + " sleep 300'"}, Env: []string{"PATH=/usr/bin:/bin"}})
 		done <- err
 	}()
-	for i := 0; len(hostProcs(m)) < 2; i++ {
+	for i := 0; len(testenv.HostProcs(m)) < 2; i++ {
 		if i > 500 {
 			t.Fatal("commands did not start")
 		}
@@ -313,7 +301,7 @@ func TestReleaseKillsEverything(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("exec did not return after release")
 	}
-	if procs := hostProcs(m); len(procs) > 0 {
+	if procs := testenv.HostProcs(m); len(procs) > 0 {
 		t.Fatalf("processes survived release: %v", procs)
 	}
 	if _, err := os.Stat(filepath.Join(state, "init.sock")); err == nil {

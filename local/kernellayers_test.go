@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sbx-sh/sbx/internal/testenv"
 )
 
 // The tests of the syscall filter and Landlock run the attacks from a real
@@ -46,11 +48,7 @@ func kernelTools(t testing.TB) (sbx, probe string) {
 			return
 		}
 		toolProbe = filepath.Join(toolsDir, "sysprobe")
-		cmd := exec.Command("go", "build", "-o", toolProbe, "./testdata/sysprobe")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			toolsErr = fmt.Errorf("build the probe: %v\n%s", err, out)
-		}
+		toolsErr = testenv.BuildStatic(toolProbe, "./testdata/sysprobe")
 	})
 	if toolsErr != nil {
 		t.Fatal(toolsErr)
@@ -61,12 +59,7 @@ func kernelTools(t testing.TB) (sbx, probe string) {
 // buildSbx builds cmd/sbx into dir/name with extra go build arguments.
 func buildSbx(dir, name string, args ...string) (string, error) {
 	bin := filepath.Join(dir, name)
-	cmd := exec.Command("go", append(append([]string{"build", "-o", bin}, args...), "../cmd/sbx")...)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build sbx %v: %v\n%s", args, err, out)
-	}
-	return bin, nil
+	return bin, testenv.BuildStatic(bin, "../cmd/sbx", args...)
 }
 
 // sbxWorld is a user's machine for `sbx exec`: a home, a state dir and a

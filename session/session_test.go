@@ -8,12 +8,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/sbx-sh/sbx/internal/testenv"
 	"github.com/sbx-sh/sbx/local"
+	"github.com/sbx-sh/sbx/sandbox/sandboxtest"
 )
 
 func TestMain(m *testing.M) {
@@ -208,7 +209,7 @@ func TestReleaseRemovesEverything(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(f.root, "rel")); !os.IsNotExist(err) {
 		t.Fatalf("state dir left after release: %v", err)
 	}
-	if !waitFor(10*time.Second, func() bool { return gone(pid) }) {
+	if !testenv.WaitFor(10*time.Second, func() bool { return gone(pid) }) {
 		t.Fatalf("init %d still running 10s after release", pid)
 	}
 	if err := f.manager().Release(context.Background(), "rel"); err == nil {
@@ -230,7 +231,7 @@ func TestIdleExpiry(t *testing.T) {
 	pid := initPid(t, f, "idle")
 	s.Close(context.Background())
 	// The sandbox releases itself once idle past its idle_ttl: its init ends.
-	if !waitFor(20*time.Second, func() bool { return gone(pid) }) {
+	if !testenv.WaitFor(20*time.Second, func() bool { return gone(pid) }) {
 		t.Fatalf("init %d still running 20s into an idle_ttl of 300ms", pid)
 	}
 	s2, err := f.manager().Open(context.Background(), "idle", Params{CodeDirs: []string{f.code}, IdleTTL: time.Hour})
@@ -275,7 +276,7 @@ func TestSessionsIsolatedFromEachOther(t *testing.T) {
 		a.Exec(context.Background(), Run{Command: "exec -a " + m + " sleep 300", Shell: "/bin/bash", Timeout: 60 * time.Second})
 	}()
 	// a's command runs (the host sees it) while b looks.
-	if !waitFor(20*time.Second, func() bool { return len(hostProcs(m)) > 0 }) {
+	if !testenv.WaitFor(20*time.Second, func() bool { return len(testenv.HostProcs(m)) > 0 }) {
 		t.Fatalf("session a's command %s did not start", m)
 	}
 	out, _ := sh(t, b, "cat /tmp/a 2>&1; ps -eo args")
@@ -293,7 +294,7 @@ func TestSessionsIsolatedFromEachOther(t *testing.T) {
 func TestSpawnRunsBesideCommands(t *testing.T) {
 	f := newFixture(t)
 	s := f.open(t, "bg", false)
-	var out syncBuffer
+	var out sandboxtest.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	job, err := s.Spawn(ctx, Run{Command: "echo started; sleep 30", Stdout: &out, Stderr: &out})
 	if err != nil {
@@ -378,7 +379,7 @@ func killSandbox(t *testing.T, pid int) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill init %d: %v", pid, err)
 	}
-	if !waitFor(10*time.Second, func() bool { return !slices.ContainsFunc(procs, func(p int) bool { return !gone(p) }) }) {
+	if !testenv.WaitFor(10*time.Second, func() bool { return !slices.ContainsFunc(procs, func(p int) bool { return !gone(p) }) }) {
 		t.Fatalf("the sandbox's processes %v still there 10s after its init %d was killed", procs, pid)
 	}
 }
@@ -415,48 +416,6 @@ func descendants(pid int) []int {
 func gone(pid int) bool {
 	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
 	return os.IsNotExist(err)
-}
-
-// waitFor polls cond until it holds or d passes, and says whether it held:
-// the way a test waits, never a bare sleep.
-func waitFor(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return true
-}
-
-// hostProcs lists the host's processes whose command line contains m.
-func hostProcs(m string) []string {
-	var found []string
-	dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, d := range dirs {
-		if b, _ := os.ReadFile(d); strings.Contains(string(b), m) {
-			found = append(found, d+": "+strings.ReplaceAll(string(b), "\x00", " "))
-		}
-	}
-	return found
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func TestHostChangesReachAKeptSandbox(t *testing.T) {
@@ -524,12 +483,12 @@ func TestReleaseBringsBackRunningJobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out syncBuffer
+	var out sandboxtest.Buffer
 	job, err := s.Spawn(context.Background(), Run{Command: "echo from-job > job.txt; echo wrote; sleep 60", Stdout: &out})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !waitFor(20*time.Second, func() bool { return strings.Contains(out.String(), "wrote") }) {
+	if !testenv.WaitFor(20*time.Second, func() bool { return strings.Contains(out.String(), "wrote") }) {
 		t.Fatalf("the job did not write its file: output %q", out.String())
 	}
 	if err := s.Release(context.Background()); err != nil {

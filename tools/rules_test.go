@@ -6,12 +6,13 @@ import (
 	"encoding/json"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/sbx-sh/sbx/sandbox/sandboxtest"
 )
 
 func TestReplace(t *testing.T) {
@@ -316,7 +317,7 @@ func TestStdioEOFWaitsForAnswers(t *testing.T) {
 		{"cancelled by the client", `{"jsonrpc":"2.0","id":"a","method":"ping"}` + "\n" + `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"a"}}` + "\n", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var out lockedWriter
+			var out sandboxtest.Buffer
 			conn, err := (&StdioTransport{In: strings.NewReader(tc.in), Out: &out}).Connect(t.Context())
 			if err != nil {
 				t.Fatal(err)
@@ -357,15 +358,4 @@ func TestStdioEOFWaitsForAnswers(t *testing.T) {
 			}
 		})
 	}
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
 }

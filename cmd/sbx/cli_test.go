@@ -13,14 +13,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sbx-sh/sbx/internal/testenv"
 	"github.com/sbx-sh/sbx/local"
+	"github.com/sbx-sh/sbx/sandbox/sandboxtest"
 )
 
 var sbxBin string
@@ -32,8 +33,8 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	sbxBin = filepath.Join(dir, "sbx")
-	if out, err := exec.Command("go", "build", "-o", sbxBin, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build sbx: %v\n%s", err, out)
+	if err := testenv.Build(sbxBin, "."); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	os.Chmod(dir, 0o755)
@@ -382,24 +383,6 @@ func TestUnprivilegedUser(t *testing.T) {
 	}
 }
 
-// ptyOutput collects what a terminal shows, read while it is written.
-type ptyOutput struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (p *ptyOutput) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.b.Write(b)
-}
-
-func (p *ptyOutput) String() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.b.String()
-}
-
 func TestShellHasTerminalWithWindowSize(t *testing.T) {
 	w := newWorld(t)
 	master, slave := openTestPTY(t)
@@ -412,7 +395,7 @@ func TestShellHasTerminalWithWindowSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	slave.Close()
-	var out ptyOutput
+	var out sandboxtest.Buffer
 	done := make(chan struct{})
 	go func() { io.Copy(&out, master); close(done) }()
 	// Type once the shell prompts ("...$ "), as a user does.

@@ -23,6 +23,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/sbx-sh/sbx/internal/testenv"
 	"github.com/sbx-sh/sbx/sandbox/sandboxtest"
 )
 
@@ -39,11 +40,8 @@ func TestMain(m *testing.M) {
 	binDir = dir
 	binary = filepath.Join(dir, "sbx-mcp")
 	// SBX_MCP_BUILDFLAGS=-race tests a race-detecting build.
-	args := append([]string{"build", "-o", binary}, strings.Fields(os.Getenv("SBX_MCP_BUILDFLAGS"))...)
-	build := exec.Command("go", append(args, "github.com/sbx-sh/sbx/cmd/sbx-mcp")...)
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintf(os.Stderr, "build sbx-mcp: %v\n", err)
+	if err := testenv.Build(binary, "github.com/sbx-sh/sbx/cmd/sbx-mcp", strings.Fields(os.Getenv("SBX_MCP_BUILDFLAGS"))...); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -109,32 +107,6 @@ func (e *env) checkReleased() {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// waitFor polls cond until it holds or d passes, and says whether it held:
-// the way a test waits, never a bare sleep.
-func waitFor(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return true
-}
-
-// hostProcs lists the host's processes whose command line contains m (the
-// host sees every process of the sandboxes' pid namespaces).
-func hostProcs(m string) []string {
-	var found []string
-	dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, d := range dirs {
-		if b, _ := os.ReadFile(d); strings.Contains(string(b), m) {
-			found = append(found, d+": "+strings.ReplaceAll(string(b), "\x00", " "))
-		}
-	}
-	return found
 }
 
 // marker is a name no other process on the machine has.

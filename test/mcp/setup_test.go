@@ -2,13 +2,14 @@ package mcptest
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/sbx-sh/sbx/internal/testenv"
 )
 
 var (
@@ -20,10 +21,7 @@ var (
 func sbxBinary(t *testing.T) string {
 	t.Helper()
 	sbxOnce.Do(func() {
-		out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, "sbx"), "github.com/sbx-sh/sbx/cmd/sbx").CombinedOutput()
-		if err != nil {
-			sbxErr = fmt.Errorf("build sbx: %v\n%s", err, out)
-		}
+		sbxErr = testenv.Build(filepath.Join(binDir, "sbx"), "github.com/sbx-sh/sbx/cmd/sbx")
 	})
 	if sbxErr != nil {
 		t.Fatal(sbxErr)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/sbx-sh/sbx/internal/testenv"
 	"github.com/sbx-sh/sbx/sandbox/sandboxtest"
 )
 
@@ -123,8 +124,8 @@ func TestBash(t *testing.T) {
 		if s := structured(t, res); s["timed_out"] != true || s["exit_code"] != 124.0 {
 			t.Fatalf("structured %v", s)
 		}
-		if !waitFor(10*time.Second, func() bool { return len(hostProcs(m)) == 0 }) {
-			t.Fatalf("processes survived the timeout: %v", hostProcs(m))
+		if !testenv.WaitFor(10*time.Second, func() bool { return len(testenv.HostProcs(m)) == 0 }) {
+			t.Fatalf("processes survived the timeout: %v", testenv.HostProcs(m))
 		}
 	})
 	t.Run("cwd removed", func(t *testing.T) {

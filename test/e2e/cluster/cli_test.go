@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sbx-sh/sbx/internal/gittest"
+	"github.com/sbx-sh/sbx/internal/testenv"
 )
 
 // The engine end to end on the cluster: sbx exec and sbx-mcp, built static
@@ -33,10 +34,8 @@ func buildStatic(t *testing.T) string {
 	}
 	// As docs/cluster.md says to install them: static, the helper beside sbx.
 	for _, pkg := range []string{"sbx", "sbx-mcp", "sbx-inpod"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, pkg), "github.com/sbx-sh/sbx/cmd/"+pkg)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("build %s: %v\n%s", pkg, err, out)
+		if err := testenv.BuildStatic(filepath.Join(dir, pkg), "github.com/sbx-sh/sbx/cmd/"+pkg); err != nil {
+			t.Fatal(err)
 		}
 	}
 	binDir = dir

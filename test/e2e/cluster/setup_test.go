@@ -40,6 +40,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sbx-sh/sbx/cluster"
+	"github.com/sbx-sh/sbx/internal/testenv"
 )
 
 const (
@@ -132,12 +133,7 @@ func TestMain(m *testing.M) {
 }
 
 func buildHelper(out string) error {
-	cmd := exec.Command("go", "build", "-o", out, "github.com/sbx-sh/sbx/cmd/sbx-inpod")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("build sbx-inpod: %v\n%s", err, b)
-	}
-	return nil
+	return testenv.BuildStatic(out, "github.com/sbx-sh/sbx/cmd/sbx-inpod")
 }
 
 func setup(kc string) error {
