@@ -5,7 +5,8 @@
 // command line (HostProcs), and cancel a context once a command has said
 // it runs (CancelOn). A locked buffer is sandboxtest.Buffer.
 //
-// For tests only: nothing outside _test.go files imports it.
+// For tests only: no binary sbx ships links it, nor sandboxtest, deptest
+// or package testing (TestNotInBinaries).
 package testenv
 
 import (
