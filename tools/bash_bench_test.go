@@ -1,0 +1,85 @@
+package tools
+
+import (
+	"context"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sbx-sh/sbx/local"
+	"github.com/sbx-sh/sbx/session"
+)
+
+// BenchmarkBashCall isolates what the MCP layer adds to a warm `bash true`:
+// each iteration times the bash tool called by an MCP client over a pair of
+// pipes (JSON-RPC framing as over stdio) and then the same command through
+// session.Exec on the same session and sandbox. It reports both medians and
+// their difference; run with -cpuprofile to see where the difference goes.
+//
+//	go test ./tools -run '^$' -bench BashCall -benchtime 200x
+func BenchmarkBashCall(b *testing.B) {
+	code, state := b.TempDir(), b.TempDir()
+	p := NewSessions(Config{
+		Manager:     session.NewManager(state, &local.Provider{Version: "bench"}, nil),
+		Params:      session.Params{CodeDirs: []string{code}},
+		DefaultName: "bench",
+	})
+	defer p.Close(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cr, sw := io.Pipe()
+	sr, cw := io.Pipe()
+	go NewServer("bench", p).Run(ctx, &mcp.IOTransport{Reader: sr, Writer: sw})
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(ctx, &mcp.IOTransport{Reader: cr, Writer: cw}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cs.Close()
+	viaMCP := func() time.Duration {
+		start := time.Now()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "true"}})
+		d := time.Since(start)
+		if err != nil || res.IsError {
+			b.Fatalf("bash true: %v %v", err, res)
+		}
+		return d
+	}
+	viaMCP() // claims the sandbox
+	c, err := p.acquire(ctx, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sess := c.sess
+	c.done()
+	viaEngine := func() time.Duration {
+		var out strings.Builder
+		start := time.Now()
+		o, err := sess.Exec(ctx, session.Run{Command: "true", Shell: "/bin/bash", Stdout: &out, Stderr: &out, Timeout: DefaultTimeout})
+		d := time.Since(start)
+		if err != nil || o.ExitCode != 0 {
+			b.Fatalf("engine true: %v %d", err, o.ExitCode)
+		}
+		return d
+	}
+	for range 5 {
+		viaMCP()
+		viaEngine()
+	}
+	var m, e []time.Duration
+	for b.Loop() {
+		m = append(m, viaMCP())
+		e = append(e, viaEngine())
+	}
+	med := func(d []time.Duration) float64 {
+		s := slices.Clone(d)
+		slices.Sort(s)
+		return float64(s[len(s)/2].Microseconds()) / 1000
+	}
+	b.ReportMetric(med(m), "mcp-ms")
+	b.ReportMetric(med(e), "engine-ms")
+	b.ReportMetric(med(m)-med(e), "mcp-layer-ms")
+}
