@@ -46,11 +46,46 @@ func TestBenchmarks(t *testing.T) {
 	var md strings.Builder
 	host, _ := os.Hostname()
 	fmt.Fprintf(&md, "## Cluster backend (lab cluster)\n\nMeasured %s on %s by `BENCH=1 test/e2e/cluster/run.sh` "+
-		"(Kubernetes v1.37.2 + agent-sandbox v0.1.1 on this machine, runc pods from lab.local/busybox:v1, "+
+		"(Kubernetes v1.37.2 + agent-sandbox %s, %s served, on this machine; the e2e pool's pods from lab.local/busybox:v1 under %s; "+
 		"the least-privilege service account's kubeconfig). Medians; all rows of a table come from one run.\n\n",
-		time.Now().UTC().Format("2006-01-02 15:04 MST"), host)
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), host, os.Getenv("SBX_E2E_AGENT_SANDBOX"), extVersion, runtimeName())
 
-	// 1. claim to first exec, against create + watch until Ready
+	// SBX_E2E_BENCH_SECTIONS=claim,exec,sync,runtimes runs some sections only
+	// (all by default), for a quick measurement while working on one.
+	want := func(sec string) bool {
+		v := os.Getenv("SBX_E2E_BENCH_SECTIONS")
+		return v == "" || slices.Contains(strings.Split(v, ","), sec)
+	}
+	if want("claim") {
+		benchClaim(t, p, &md)
+	}
+	if want("exec") || want("sync") {
+		waitCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		waitPoolReady(waitCtx, poolName, 2)
+		cancel()
+		sb := claim(t, p, "bench-exec")
+		if r, err := sb.Exec(ctx, &sandbox.Cmd{Argv: []string{"true"}}); err != nil || r.ExitCode != 0 {
+			t.Fatalf("exec: %v %+v", err, r)
+		}
+		if want("exec") {
+			benchExec(t, sb, &md)
+		}
+		if want("sync") {
+			benchSync(t, sb, &md)
+		}
+	}
+	if want("runtimes") {
+		benchRuntimes(t, &md)
+	}
+	if err := os.WriteFile(outPath, []byte(md.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + md.String())
+}
+
+// benchClaim: claim to first exec, against create + watch until Ready.
+func benchClaim(t *testing.T, p *cluster.Provider, md *strings.Builder) {
+	ctx := context.Background()
 	const nClaims = 5
 	var sbxClaim, floor []time.Duration
 	for i := 0; i < nClaims; i++ {
@@ -77,16 +112,15 @@ func TestBenchmarks(t *testing.T) {
 		cancel()
 		floor = append(floor, rawClaimReady(t, ctx))
 	}
-	fmt.Fprintf(&md, "### Claim from a warm pool (%d claims each, pool of 2 ready)\n\n| path | median | min | max |\n|---|---|---|---|\n", nClaims)
-	row(&md, "floor: create SandboxClaim, watch until Ready (raw client-go)", floor)
-	row(&md, "sbx: Provider.Claim (create, watch, find pod) + first Exec of `true`", sbxClaim)
-	fmt.Fprintf(&md, "\nRatio sbx / floor: **%.2fx**\n\n", ratio(sbxClaim, floor))
+	fmt.Fprintf(md, "### Claim from a warm pool (%d claims each, pool of 2 ready)\n\n| path | median | min | max |\n|---|---|---|---|\n", nClaims)
+	row(md, "floor: create SandboxClaim, watch until Ready (raw client-go)", floor)
+	row(md, "sbx: Provider.Claim (create, watch, find pod) + first Exec of `true`", sbxClaim)
+	fmt.Fprintf(md, "\nRatio sbx / floor: **%.2fx**\n\n", ratio(sbxClaim, floor))
+}
 
-	// 2. per-command overhead in one claimed pod
-	waitCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	waitPoolReady(waitCtx, poolName, 2)
-	cancel()
-	sb := claim(t, p, "bench-exec")
+// benchExec: per-command overhead in one claimed pod.
+func benchExec(t *testing.T, sb *cluster.Sandbox, md *strings.Builder) {
+	ctx := context.Background()
 	const nExec = 40
 	var sbxExec, raw, kubectl []time.Duration
 	rc, err := clientcmd.BuildConfigFromFlags("", saConfig)
@@ -95,11 +129,8 @@ func TestBenchmarks(t *testing.T) {
 	}
 	kube := kubernetes.NewForConfigOrDie(rc)
 	kubectlBin := os.Getenv("SBX_E2E_KUBECTL")
-	// The first command starts the session's exec of the helper (and
-	// uploads it); that is the claim's cost, measured above.
-	if r, err := sb.Exec(ctx, &sandbox.Cmd{Argv: []string{"true"}}); err != nil || r.ExitCode != 0 {
-		t.Fatalf("exec: %v %+v", err, r)
-	}
+	// The first command (the caller's) started the session's exec of the
+	// helper (and uploaded it); that is the claim's cost, measured above.
 	for i := 0; i < nExec; i++ {
 		start := time.Now()
 		if r, err := sb.Exec(ctx, &sandbox.Cmd{Argv: []string{"true"}, Stdout: io.Discard, Stderr: io.Discard}); err != nil || r.ExitCode != 0 {
@@ -132,22 +163,25 @@ func TestBenchmarks(t *testing.T) {
 		}
 		cli = append(cli, time.Since(start))
 	}
-	fmt.Fprintf(&md, "### Per command: `true` in a claimed pod (%d runs each, interleaved; CLI and kubectl 20)\n\n| path | median | min | max |\n|---|---|---|---|\n", nExec)
-	row(&md, "raw client-go exec of `true` (WebSocket, no wrapper)", raw)
-	row(&md, "sbx engine: Sandbox.Exec of `true` (a stream on the session's exec of the helper)", sbxExec)
-	row(&md, "`sbx exec --keep -- true`: one sbx process per command (reattach, sync round trip, mux start, command)", cli)
+	fmt.Fprintf(md, "### Per command: `true` in a claimed pod (%d runs each, interleaved; CLI and kubectl 20)\n\n| path | median | min | max |\n|---|---|---|---|\n", nExec)
+	row(md, "raw client-go exec of `true` (WebSocket, no wrapper)", raw)
+	row(md, "sbx engine: Sandbox.Exec of `true` (a stream on the session's exec of the helper)", sbxExec)
+	row(md, "`sbx exec --keep -- true`: one sbx process per command (reattach, sync round trip, mux start, command)", cli)
 	if len(kubectl) > 0 {
-		row(&md, "`kubectl exec` process per command", kubectl)
+		row(md, "`kubectl exec` process per command", kubectl)
 	}
-	fmt.Fprintf(&md, "\nsbx engine / raw client-go: **%.2fx** (goal <= 1.2x); `sbx exec` process / raw client-go: **%.2fx**", ratio(sbxExec, raw), ratio(cli, raw))
+	fmt.Fprintf(md, "\nsbx engine / raw client-go: **%.2fx** (goal <= 1.2x); `sbx exec` process / raw client-go: **%.2fx**", ratio(sbxExec, raw), ratio(cli, raw))
 	if len(kubectl) > 0 {
-		fmt.Fprintf(&md, "; kubectl / sbx engine: **%.2fx** (goal >= 3x); kubectl / `sbx exec` process: **%.2fx**", ratio(kubectl, sbxExec), ratio(kubectl, cli))
+		fmt.Fprintf(md, "; kubectl / sbx engine: **%.2fx** (goal >= 3x); kubectl / `sbx exec` process: **%.2fx**", ratio(kubectl, sbxExec), ratio(kubectl, cli))
 	}
 	md.WriteString("\n\n")
+}
 
-	// 3. a 10k-file tree through tar over one exec, both ways, against the
-	// sync through sbx exec (initial push into a new session; a command
-	// that makes 10k files, pulled back)
+// benchSync: a 10k-file tree through tar over one exec, both ways, against the
+// sync through sbx exec (initial push into a new session; a command
+// that makes 10k files, pulled back).
+func benchSync(t *testing.T, sb *cluster.Sandbox, md *strings.Builder) {
+	ctx := context.Background()
 	src := t.TempDir()
 	makeTree(src, 10000)
 	var tarIn, tarOut, syncIn, syncOut, cpAlone []time.Duration
@@ -207,20 +241,23 @@ func TestBenchmarks(t *testing.T) {
 		sw.sbx("release", "--session", session)
 	}
 	_, out, _ := run(t, sb, &sandbox.Cmd{Argv: []string{"sh", "-c", "find /tmp/tree -type f | wc -l"}})
-	fmt.Fprintf(&md, "### 10,000-file tree (%s files arrived by tar), 3 runs\n\n| direction | median | min | max |\n|---|---|---|---|\n", strings.TrimSpace(out))
-	row(&md, "host -> pod: `tar c` on the host piped into Exec `tar x`", tarIn)
-	row(&md, "host -> pod: `sbx exec -- true` after the 10k files appeared on the host (all pushed)", syncIn)
-	row(&md, "pod -> host: Exec `tar c` piped into `tar x` on the host", tarOut)
-	row(&md, "pod -> host: `sbx exec -- cp -a tree tree2` (10k new files pulled)", syncOut)
-	row(&md, "the same `cp -a` alone in the pod (Sandbox.Exec, no sync)", cpAlone)
+	fmt.Fprintf(md, "### 10,000-file tree (%s files arrived by tar), 3 runs\n\n| direction | median | min | max |\n|---|---|---|---|\n", strings.TrimSpace(out))
+	row(md, "host -> pod: `tar c` on the host piped into Exec `tar x`", tarIn)
+	row(md, "host -> pod: `sbx exec -- true` after the 10k files appeared on the host (all pushed)", syncIn)
+	row(md, "pod -> host: Exec `tar c` piped into `tar x` on the host", tarOut)
+	row(md, "pod -> host: `sbx exec -- cp -a tree tree2` (10k new files pulled)", syncOut)
+	row(md, "the same `cp -a` alone in the pod (Sandbox.Exec, no sync)", cpAlone)
 	pull := median(syncOut) - median(cpAlone)
-	fmt.Fprintf(&md, "\nsbx / tar: in **%.2fx** the time (an sbx process, the session, the host's scan and the push); "+
+	fmt.Fprintf(md, "\nsbx / tar: in **%.2fx** the time (an sbx process, the session, the host's scan and the push); "+
 		"out **%.2fx** counting the pull alone (%s: the `sbx exec` row less the command's own time).\n",
 		ratio(syncIn, tarIn), float64(pull)/float64(median(tarOut)), ms(pull))
-	if err := os.WriteFile(outPath, []byte(md.String()), 0o644); err != nil {
-		t.Fatal(err)
+}
+
+func runtimeName() string {
+	if c := os.Getenv("SBX_E2E_RUNTIME_CLASS"); c != "" {
+		return "RuntimeClass " + c
 	}
-	t.Log("\n" + md.String())
+	return "runc"
 }
 
 func makeTree(root string, n int) {

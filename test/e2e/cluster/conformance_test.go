@@ -48,14 +48,20 @@ func conformance(t *testing.T, wrapper bool) {
 		},
 		Lose: func(st *testing.T, sb sandbox.Sandbox) {
 			pod := sb.(*cluster.Sandbox).Pod()
+			old, err := admin.CoreV1().Pods(ns).Get(context.Background(), pod, metav1.GetOptions{})
+			if err != nil {
+				st.Fatalf("get pod %s: %v", pod, err)
+			}
 			zero := int64(0)
 			if err := admin.CoreV1().Pods(ns).Delete(context.Background(), pod, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 				st.Fatalf("delete pod %s: %v", pod, err)
 			}
 			deadline := time.Now().Add(60 * time.Second)
 			for {
-				_, err := admin.CoreV1().Pods(ns).Get(context.Background(), pod, metav1.GetOptions{})
-				if apierrors.IsNotFound(err) {
+				// agent-sandbox v0.5.6 makes a new pod of the same name at
+				// once: the deleted one is gone when its UID is.
+				p, err := admin.CoreV1().Pods(ns).Get(context.Background(), pod, metav1.GetOptions{})
+				if apierrors.IsNotFound(err) || (err == nil && p.UID != old.UID) {
 					return
 				}
 				if time.Now().After(deadline) {

@@ -269,6 +269,10 @@ func TestPodDeletedMidSession(t *testing.T) {
 	dir := t.TempDir()
 	sb := claim(t, p, "lost", sandbox.Spec{Name: "lost", StateDir: dir})
 	run(t, sb, &sandbox.Cmd{Argv: []string{"true"}}) // the helper is up: what follows is a command in flight
+	pod, err := admin.CoreV1().Pods(ns).Get(context.Background(), sb.Pod(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	// The pod goes once the command runs (it says so).
 	running := make(chan struct{})
 	deleted := make(chan error, 1)
@@ -283,7 +287,7 @@ func TestPodDeletedMidSession(t *testing.T) {
 		deleted <- admin.CoreV1().Pods(ns).Delete(context.Background(), sb.Pod(), metav1.DeleteOptions{GracePeriodSeconds: &zero})
 	}()
 	var once sync.Once
-	_, err := sb.Exec(context.Background(), &sandbox.Cmd{Argv: []string{"sh", "-c", "echo started; exec sleep 30"},
+	_, err = sb.Exec(context.Background(), &sandbox.Cmd{Argv: []string{"sh", "-c", "echo started; exec sleep 30"},
 		Stdout: writerFunc(func(p []byte) (int, error) { once.Do(func() { close(running) }); return len(p), nil })})
 	if derr := <-deleted; derr != nil {
 		t.Fatalf("delete the pod: %v", derr)
@@ -293,12 +297,15 @@ func TestPodDeletedMidSession(t *testing.T) {
 	} else {
 		t.Logf("in-flight: %v", err)
 	}
-	// wait for the pod to be gone, then the next call notices before running
+	// Wait for the pod to be gone, then the next call notices before
+	// running. agent-sandbox v0.5.6's Sandbox controller makes a new pod of
+	// the same name at once: the one deleted is gone when its UID is; the
+	// new one is a fresh sandbox, not this session's.
 	if !waitFor(30*time.Second, func() bool {
-		_, err := admin.CoreV1().Pods(ns).Get(context.Background(), sb.Pod(), metav1.GetOptions{})
-		return err != nil
+		p, err := admin.CoreV1().Pods(ns).Get(context.Background(), sb.Pod(), metav1.GetOptions{})
+		return err != nil || p.UID != pod.UID
 	}) {
-		t.Fatalf("pod %s still there 30s after its deletion", sb.Pod())
+		t.Fatalf("pod %s (uid %s) still there 30s after its deletion", sb.Pod(), pod.UID)
 	}
 	_, err = sb.Exec(context.Background(), &sandbox.Cmd{Argv: []string{"true"}})
 	if !errors.Is(err, sandbox.ErrLost) {

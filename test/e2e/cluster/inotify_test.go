@@ -20,8 +20,9 @@ import (
 
 // TestInotifyInPod answers whether file watching works in the pool's pods
 // (under gVisor in the default passes): a static probe uploaded into a
-// claimed pod watches the home directory (where sync writes the workspace)
-// and /tmp with inotify while another command, in its own exec, creates,
+// claimed pod watches a directory under /tmp (on the pod's root file system,
+// where the sync writes a code directory: at its host path, under /tmp in
+// these tests) and one on the pool's hostPath cache volume with inotify while another command, in its own exec, creates,
 // appends to, renames and removes files there. Every change must arrive as
 // its event. A pod whose kernel has no inotify, or drops events made by
 // another process, fails here with the probe's output.
@@ -43,10 +44,11 @@ func TestInotifyInPod(t *testing.T) {
 	if r, _, errs := run(t, sb, &sandbox.Cmd{Argv: []string{"sh", "-c", "mkdir -p " + sandbox.RunDir + " && cat > " + dst + " && chmod +x " + dst}, Stdin: bin}); r.ExitCode != 0 {
 		t.Fatalf("upload the probe: exit %d %s", r.ExitCode, errs)
 	}
-	home, tmp := sandbox.Home+"/inotify-e2e", "/tmp/inotify-e2e"
+	home, tmp := fmt.Sprintf("/tmp/inotify-e2e-%d", os.Getpid()), fmt.Sprintf("/cache/inotify-e2e-%d", os.Getpid())
 	if r, _, errs := run(t, sb, &sandbox.Cmd{Argv: []string{"mkdir", "-p", home, tmp}}); r.ExitCode != 0 {
 		t.Fatalf("mkdir: exit %d %s", r.ExitCode, errs)
 	}
+	t.Cleanup(func() { sb.Exec(context.Background(), &sandbox.Cmd{Argv: []string{"rm", "-rf", home, tmp}}) })
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
