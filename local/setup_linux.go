@@ -287,6 +287,9 @@ func buildRoot(cfg *initConfig) error {
 		}
 		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
 			err = os.MkdirAll(dst, 0o755)
+		} else if fi, lerr := os.Lstat(dst); lerr == nil && fi.Mode().IsRegular() {
+			// A file already there, in a read-only bind (the CA bundle
+			// over the system's, egress_linux.go): bound over as it is.
 		} else if err = os.MkdirAll(filepath.Dir(dst), 0o755); err == nil {
 			var f *os.File
 			if f, err = os.OpenFile(dst, os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
