@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/sbx-sh/sbx/internal/testtree"
 	"github.com/sbx-sh/sbx/sandbox"
 	sbxsync "github.com/sbx-sh/sbx/sync"
 )
@@ -123,7 +124,7 @@ func TestSyncWritesAreCoalesced(t *testing.T) {
 	if _, err := r.Finish(reply); err != nil {
 		t.Fatal(err)
 	}
-	if got := regularFiles(filepath.Join(host, "new")); got != n {
+	if got := testtree.RegularFiles(filepath.Join(host, "new")); got != n {
 		t.Fatalf("%d of %d files came back", got, n)
 	}
 	// Full 32 KiB buffers (os/exec's copy size) and a few partial ones.
@@ -136,15 +137,4 @@ func TestSyncWritesAreCoalesced(t *testing.T) {
 	if c.writes.Load() > maxWrites {
 		t.Errorf("the pull of %d files took %d writes from the helper's stdout (%d bytes), want at most %d", n, c.writes.Load(), c.out.Load(), maxWrites)
 	}
-}
-
-func regularFiles(root string) int {
-	n := 0
-	filepath.WalkDir(root, func(_ string, d os.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() {
-			n++
-		}
-		return nil
-	})
-	return n
 }

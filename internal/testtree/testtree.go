@@ -47,3 +47,16 @@ func Cached(tb testing.TB, n int) string {
 	}
 	return dir
 }
+
+// RegularFiles counts the regular files under root (a tree that came
+// back, or was copied); what cannot be read is not counted.
+func RegularFiles(root string) int {
+	n := 0
+	filepath.WalkDir(root, func(_ string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			n++
+		}
+		return nil
+	})
+	return n
+}

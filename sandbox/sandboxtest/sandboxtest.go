@@ -419,17 +419,26 @@ func testRelease(t *testing.T, sb sandbox.Sandbox, p *Programs) {
 	}
 }
 
-func testReleaseRunning(t *testing.T, sb sandbox.Sandbox, p *Programs) {
+// startBlock starts p.Block and returns once it runs (it said so), with
+// the channel of its end; what comes next is what the command must survive
+// or not.
+func startBlock(t *testing.T, sb sandbox.Sandbox, p *Programs, next string) <-chan result {
+	t.Helper()
 	started := make(chan struct{})
 	done := execAsync(context.Background(), sb, &sandbox.Cmd{Argv: p.Block, Env: []string{PATH},
 		Stdout: &onWrite{w: &Buffer{}, f: func() { close(started) }}, Stderr: &Buffer{}})
 	select {
 	case <-started:
 	case r := <-done:
-		t.Fatalf("the command ended before it was released:\n%s", r)
+		t.Fatalf("the command ended before %s:\n%s", next, r)
 	case <-time.After(wait):
 		t.Fatal("the command did not start")
 	}
+	return done
+}
+
+func testReleaseRunning(t *testing.T, sb sandbox.Sandbox, p *Programs) {
+	done := startBlock(t, sb, p, "it was released")
 	if err := sb.Release(context.Background()); err != nil {
 		t.Fatalf("Release while a command runs: %v", err)
 	}
@@ -445,16 +454,7 @@ func testReleaseRunning(t *testing.T, sb sandbox.Sandbox, p *Programs) {
 
 func testLost(t *testing.T, b Backend, p *Programs) {
 	sb := b.New(t, sandbox.Limits{})
-	started := make(chan struct{})
-	done := execAsync(context.Background(), sb, &sandbox.Cmd{Argv: p.Block, Env: []string{PATH},
-		Stdout: &onWrite{w: &Buffer{}, f: func() { close(started) }}, Stderr: &Buffer{}})
-	select {
-	case <-started:
-	case r := <-done:
-		t.Fatalf("the command ended before its sandbox was lost:\n%s", r)
-	case <-time.After(wait):
-		t.Fatal("the command did not start")
-	}
+	done := startBlock(t, sb, p, "its sandbox was lost")
 	b.Lose(t, sb)
 	select {
 	case r := <-done:
