@@ -276,6 +276,8 @@ type fakeCluster struct {
 	kube *kubefake.Clientset
 	dyn  *dynamicfake.FakeDynamicClient
 	disc *discoveryfake.FakeDiscovery
+	// podLimits are the resource limits of the pods the controller makes.
+	podLimits corev1.ResourceList
 }
 
 var (
@@ -336,7 +338,7 @@ func (f *fakeCluster) controller(t *testing.T, ctx context.Context) {
 					podName := "pool-" + c.GetName()
 					f.kube.CoreV1().Pods("sbx").Create(ctx, &corev1.Pod{
 						ObjectMeta: metav1.ObjectMeta{Name: podName, Namespace: "sbx", Labels: map[string]string{labelClaimUID: string(c.GetUID())}},
-						Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "sandbox"}}},
+						Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "sandbox", Resources: corev1.ResourceRequirements{Limits: f.podLimits}}}},
 						Status:     corev1.PodStatus{Phase: corev1.PodRunning},
 					}, metav1.CreateOptions{})
 					f.dyn.Resource(gvrSandboxes).Namespace("sbx").Create(ctx, &unstructured.Unstructured{Object: map[string]any{

@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -110,5 +112,48 @@ func TestPodWatchSeesDeletion(t *testing.T) {
 	}
 	if why := s.goneReason(); why != "pod "+s.Pod()+" was deleted" {
 		t.Errorf("gone because %q", why)
+	}
+}
+
+// Spec.Limits.MemoryBytes holds on the cluster: a pod whose memory limit
+// is looser than the sandbox's (or absent) is refused and its claim
+// deleted; one within it is used.
+func TestClaimHoldsMemoryLimit(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		pod    string // the pods' limits.memory, "" for none
+		ok     bool
+		reason string
+	}{
+		{"no pod limit", "", false, "has no memory limit, looser than the sandbox's memory limit of 1Gi"},
+		{"looser pod limit", "2Gi", false, "has a memory limit of 2Gi, looser than the sandbox's memory limit of 1Gi"},
+		{"equal", "1Gi", true, ""},
+		{"tighter", "512Mi", true, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			f := newFakeCluster(t, "v1alpha1", pool("p", "busybox", 2))
+			if c.pod != "" {
+				f.podLimits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(c.pod)}
+			}
+			f.controller(t, ctx)
+			p := NewForClients(Config{Pool: "p", Owner: "alice", IdleTTL: time.Hour, ClaimTimeout: 10 * time.Second}, nil, f.kube, f.dyn, f.disc, nil)
+			sb, err := p.Claim(ctx, sandbox.Spec{Name: "limits", StateDir: t.TempDir(), Limits: sandbox.Limits{MemoryBytes: 1 << 30}})
+			if c.ok {
+				if err != nil {
+					t.Fatalf("pod limit %s within 1Gi: %v", c.pod, err)
+				}
+				sb.Release(ctx)
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.reason) {
+				t.Fatalf("pod limit %q: err %v; want a refusal saying %q", c.pod, err, c.reason)
+			}
+			list, _ := f.dyn.Resource(gvrClaims).Namespace("sbx").List(ctx, metav1.ListOptions{})
+			if len(list.Items) != 0 {
+				t.Errorf("the refused claim was not deleted: %d claims left", len(list.Items))
+			}
+		})
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
@@ -375,6 +376,10 @@ func (p *Provider) waitReady(ctx context.Context, a *api, claim *unstructured.Un
 		p.deleteClaim(a, ns, name)
 		return nil, err
 	}
+	if err := p.checkLimits(sb, spec.Limits); err != nil {
+		p.deleteClaim(a, ns, name)
+		return nil, err
+	}
 	sb.ttl = p.ttl(spec)
 	sb.session = spec.Name
 	sb.stateDir = spec.StateDir
@@ -478,6 +483,9 @@ func (p *Provider) sandboxFor(ctx context.Context, a *api, claim *unstructured.U
 		p: p, a: a, ns: ns, claim: claim.GetName(), uid: string(claim.GetUID()),
 		pod: pod.Name, container: pod.Spec.Containers[0].Name,
 		session: claim.GetAnnotations()[AnnotSessionKey], ttl: p.cfg.IdleTTL,
+	}
+	if m, ok := pod.Spec.Containers[0].Resources.Limits[corev1.ResourceMemory]; ok {
+		sb.podMemory = m.Value()
 	}
 	if t, _, _ := unstructured.NestedString(claim.Object, "spec", "lifecycle", "shutdownTime"); t != "" {
 		sb.shutdown, _ = time.Parse(time.RFC3339, t)
@@ -682,4 +690,24 @@ func (p *Provider) release(ctx context.Context, session string) ([]string, error
 		names = append(names, c.GetName())
 	}
 	return names, errors.Join(errs...)
+}
+
+// checkLimits holds a new claim to spec.Limits. Inside a pod sbx cannot
+// make a cgroup of its own: the memory bound is the pod's, set by the pool
+// template (limits.memory of its container). A pod that may use more than
+// the sandbox's MemoryBytes is refused rather than silently looser. The
+// number of processes is bounded by the node's podPidsLimit and the disk
+// by the pod's ephemeral storage, neither of which the pod shows (see
+// docs/security.md, Bounds).
+func (p *Provider) checkLimits(sb *Sandbox, l sandbox.Limits) error {
+	if l.MemoryBytes <= 0 || (sb.podMemory > 0 && sb.podMemory <= l.MemoryBytes) {
+		return nil
+	}
+	has := "no memory limit"
+	if sb.podMemory > 0 {
+		has = "a memory limit of " + resource.NewQuantity(sb.podMemory, resource.BinarySI).String()
+	}
+	want := resource.NewQuantity(l.MemoryBytes, resource.BinarySI).String()
+	return fmt.Errorf("claim %s: pod %s of pool %s has %s, looser than the sandbox's memory limit of %s, which sbx cannot tighten inside a pod; the claim was deleted. Render the pool with sbx pool render --memory %s (or lower), or set memory in sbx's config to at least the pool's limit",
+		sb.claim, sb.pod, p.cfg.Pool, has, want, want)
 }

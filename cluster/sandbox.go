@@ -27,6 +27,7 @@ type Sandbox struct {
 	pod, container      string
 	session, stateDir   string
 	ttl                 time.Duration
+	podMemory           int64 // the pod's memory limit in bytes, 0 when none (checkLimits)
 	mu                  sync.Mutex
 	shutdown, lastRenew time.Time
 	released            bool
