@@ -317,6 +317,9 @@ func (h *Helper) Apply(push io.Reader) error {
 		dirs := &dirRoots{base: r, m: map[string]*os.Root{}}
 		err = ReadPatch(push, DefaultLimits, func(it *Item) error {
 			applied++
+			// What the push changes in the manifest without an event
+			// (what a removal kept, forgotten) is seen again.
+			hd.watch.Touch(it.Path)
 			if fresh {
 				// Each operation through the directory's own root: os.Root
 				// would otherwise walk the whole path again for each one.

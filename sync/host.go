@@ -628,6 +628,9 @@ func (h *Host) applySpool(seq uint64, rep *Report) error {
 			roots = &dirRoots{base: root, m: map[string]*os.Root{}, verify: true}
 		}
 		states[i].roots = roots
+		// What the pull-back changes in the manifest without an event
+		// (a path marked unknown, what a removal kept) is seen again.
+		d.watch.Touch(it.Path)
 		return h.applyOne(i, d, states[i], it, rep)
 	})
 	if roots != nil {

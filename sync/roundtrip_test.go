@@ -181,8 +181,22 @@ func TestRoundTripBothWays(t *testing.T) {
 	}
 }
 
-func TestSameSizeSameTickEditsAreCaught(t *testing.T) {
+func TestSameSizeSameTickEditsAreCaught(t *testing.T) { sameSizeSameTick(t, false) }
+
+// TestSameSizeSameTickEditsAreCaughtWatched: with both sides watching,
+// the event names the file and its stat looks unchanged: the hash decides.
+func TestSameSizeSameTickEditsAreCaughtWatched(t *testing.T) { sameSizeSameTick(t, true) }
+
+func sameSizeSameTick(t *testing.T, watched bool) {
+	if watched {
+		WatchHelper = true
+		defer func() { WatchHelper = false }()
+	}
 	p := newPair(t)
+	if watched {
+		p.h.Watch(nil)
+		defer p.h.Close()
+	}
 	put(t, filepath.Join(p.host, "f"), "aaaa")
 	p.sync(nil)
 	// Rewrite with the same size and the same mtime, on each side.

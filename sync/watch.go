@@ -46,7 +46,7 @@ var errWatchLimit = errors.New("inotify watch limit")
 
 // watchEvents counts the events read and fullScans the scans a watch could
 // not avoid (for tests).
-var watchEvents, fullScans atomic.Int64
+var watchEvents, fullScans, incrementalScans atomic.Int64
 
 // NewWatch prepares watching root; its first scan is a full one.
 func NewWatch(root string, ex *Matcher) *Watch {
@@ -70,6 +70,21 @@ func (w *Watch) Invalidate(why string) {
 	if w != nil && w.full == "" {
 		w.full = why
 	}
+}
+
+// Touch makes the next scan look at p and at each directory above it
+// again: for a change made to the manifest that the tree did not make (a
+// path marked unknown, what a removal kept forgotten), which no event
+// would report.
+func (w *Watch) Touch(p string) {
+	if w == nil || w.n == nil {
+		return // no events to add to: the next scan is a full one
+	}
+	ps := []string{}
+	for ; p != "." && p != "" && p != "/"; p = path.Dir(p) {
+		ps = append(ps, p)
+	}
+	w.n.touch(ps)
 }
 
 func (w *Watch) log(msg string, args ...any) {
@@ -132,6 +147,9 @@ func (s *Scanner) Update(root string, m Manifest, w *Watch) ([]Change, Undo, err
 		if why == "" {
 			ch, u, ok, err := s.incremental(root, m, w, touched)
 			if err != nil || ok {
+				if ok {
+					incrementalScans.Add(1)
+				}
 				return ch, u, err
 			}
 			w.n.touch(keys(touched))
@@ -150,6 +168,8 @@ func (s *Scanner) Update(root string, m Manifest, w *Watch) ([]Change, Undo, err
 		}
 	}
 	fullScans.Add(1)
+	if w != nil {
+	}
 	s.watch = nil
 	if w != nil && w.n != nil {
 		s.watch = w
@@ -250,7 +270,7 @@ func (s *Scanner) incremental(root string, m Manifest, w *Watch, touched map[str
 			}
 		}
 		old, had := view(p)
-		e, exists, err := statPath(filepath.Join(root, filepath.FromSlash(p)))
+		e, exists, err := statPathFunc(filepath.Join(root, filepath.FromSlash(p)))
 		if err != nil {
 			return nil, nil, false, nil
 		}
@@ -275,7 +295,15 @@ func (s *Scanner) incremental(root string, m Manifest, w *Watch, touched map[str
 		if had && old.Mode.IsDir() && !e.Mode.IsDir() {
 			removeBelow(p)
 		}
-		if e.Mode.IsDir() && !(had && old.Mode.IsDir()) {
+		known := had && old.Mode.IsDir()
+		if known && e.Mode.IsDir() && !w.n.watched(p) {
+			// Known, but without a watch (the sync made it, an undo
+			// restored it): walked again as if new, and what the
+			// manifest had below it is gone unless the walk finds it.
+			removeBelow(p)
+			known = false
+		}
+		if e.Mode.IsDir() && !known {
 			// A new directory: watched, then walked (what is written in
 			// it after the watch is in the next round's events).
 			sub := &walker{root: root, ex: w.ex, prev: m, out: Manifest{}, sem: make(chan struct{}, 8), watch: w}
@@ -377,6 +405,10 @@ func hashDecision(p string, e Entry, prev Manifest, racy int64) (Entry, bool) {
 	}
 	return e, false
 }
+
+// statPathFunc is statPath; a test makes it report a coarse clock's
+// timestamps (this kernel's multigrain ones never repeat once read).
+var statPathFunc = statPath
 
 // statPath is what a scan records of one path; exists is false when it is
 // gone or of a type never synced.

@@ -36,6 +36,7 @@ type inotify struct {
 
 	mu      gosync.Mutex
 	wds     map[int32]string // watch -> directory, relative to root ("" is root)
+	dirs    map[string]int32 // directory -> its watch: those whose events come
 	touched map[string]bool  // paths to stat again
 	broken  string           // why the next scan must be a full one
 	dead    bool             // the reader has ended
@@ -47,7 +48,7 @@ func newInotify(root string) (*inotify, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inotify_init1: %w", err)
 	}
-	n := &inotify{root: root, fd: fd, wds: map[int32]string{}, touched: map[string]bool{}, done: make(chan struct{})}
+	n := &inotify{root: root, fd: fd, wds: map[int32]string{}, dirs: map[string]int32{}, touched: map[string]bool{}, done: make(chan struct{})}
 	if err := unix.Pipe2(n.wake[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("pipe2: %w", err)
@@ -71,9 +72,23 @@ func (n *inotify) add(rel string) error {
 		return fmt.Errorf("watch %s: %w", full, err)
 	}
 	n.mu.Lock()
+	if old, ok := n.wds[int32(wd)]; ok && old != rel && n.dirs[old] == int32(wd) {
+		delete(n.dirs, old)
+	}
 	n.wds[int32(wd)] = rel
+	n.dirs[rel] = int32(wd)
 	n.mu.Unlock()
 	return nil
+}
+
+// watched reports whether the directory rel has a watch: one the manifest
+// knows but that never had one (made by the sync itself, or restored by an
+// undo) is walked again, since no event of what happens in it would come.
+func (n *inotify) watched(rel string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, ok := n.dirs[rel]
+	return ok
 }
 
 func (n *inotify) read() {
@@ -147,6 +162,9 @@ func (n *inotify) eventLocked(wd int32, mask uint32, name string) {
 	dir, ok := n.wds[wd]
 	if mask&unix.IN_IGNORED != 0 {
 		delete(n.wds, wd)
+		if ok && n.dirs[dir] == wd {
+			delete(n.dirs, dir)
+		}
 		return
 	}
 	if !ok {
@@ -208,6 +226,19 @@ func (n *inotify) touch(paths []string) {
 	for _, p := range paths {
 		n.touched[p] = true
 	}
+	n.mu.Unlock()
+}
+
+// kill stops the reader as a crash would (tests): the next take says so.
+func (n *inotify) kill() {
+	n.close()
+	n.fail("killed")
+}
+
+// overflow makes the next take find the queue overflowed (tests).
+func (n *inotify) overflow() {
+	n.mu.Lock()
+	n.breakLocked("the inotify queue overflowed")
 	n.mu.Unlock()
 }
 

@@ -13,6 +13,7 @@ type inotify struct{}
 func newInotify(string) (*inotify, error) { return nil, errors.New("no inotify on this system") }
 
 func (*inotify) add(string) error                { return nil }
+func (*inotify) watched(string) bool             { return false }
 func (*inotify) take() (map[string]bool, string) { return nil, "no inotify on this system" }
 func (*inotify) touch([]string)                  {}
 func (*inotify) close()                          {}
