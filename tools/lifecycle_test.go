@@ -23,12 +23,11 @@ import (
 const deadline = 30 * time.Second
 
 type poolWorld struct {
-	fake  *sandboxtest.Fake
-	root  string // the manager's state root
-	code  string
-	pool  *Sessions
-	cs    *mcp.ClientSession
-	calls int
+	fake *sandboxtest.Fake
+	root string // the manager's state root
+	code string
+	pool *Sessions
+	cs   *mcp.ClientSession
 }
 
 // newPool starts a pool of one stdio-like session (no Key) on fake, serves
