@@ -129,6 +129,12 @@ func (s *server) handle(c *conn) {
 	case "egress":
 		closeAll(files)
 		serveEgress(c)
+	case "dial":
+		closeAll(files)
+		serveDial(c, &req)
+	case "watch":
+		closeAll(files)
+		serveWatch(c)
 	default:
 		closeAll(files)
 		c.writeFrame(reply{Done: true, Error: fmt.Sprintf("unknown op %q", req.Op)})

@@ -50,6 +50,8 @@ type request struct {
 	// Sync is the sync helper's request; the push and pull streams come as
 	// the descriptors "push" and "pull".
 	Sync json.RawMessage `json:"sync,omitempty"`
+	// Port is the sandbox loopback port of a "dial" (port_linux.go).
+	Port int `json:"port,omitempty"`
 }
 
 // reply is what the init answers.

@@ -39,6 +39,13 @@ var commands = []sbxcli.Command{
                  put back on the host what the last command's pull-back
                  overwrote, deleted or created, or the named paths
 `},
+	{Name: "port", Run: portCmd, Usage: `  port [--session NAME] HOSTPORT[:SANDBOXPORT]
+                 forward the host's 127.0.0.1:HOSTPORT to a port in a kept
+                 session's sandbox (a dev server) until Ctrl-C or the session ends
+`},
+	{Name: "cache", Run: cacheCmd, Usage: `  cache ls | cache prune [--older-than DURATION]
+                 the package caches sbx shares between sessions: sizes, removal
+`},
 	{Name: "setup", Run: own((*cli).setupClient), Usage: `  setup (claude-code|codex|cursor|windsurf) [--global] [--undo]
                  put a client on sbx-mcp with its own shell and file tools
                  off, and check it with the client itself

@@ -3,11 +3,13 @@ package cli
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/sbx-sh/sbx/internal/app"
+	"github.com/sbx-sh/sbx/portfwd"
 	"github.com/sbx-sh/sbx/session"
 )
 
@@ -70,14 +72,15 @@ func List(ctx context.Context, e *Env, args []string) int {
 		return e.Fail(err)
 	}
 	tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tBACKEND\tAGE\tIDLE\tCODE DIRS")
+	fmt.Fprintln(tw, "NAME\tBACKEND\tAGE\tIDLE\tCODE DIRS\tPORTS")
 	now := time.Now()
+	root, _ := session.DefaultStateRoot()
 	for _, in := range infos {
 		if in.Stale != "" {
 			fmt.Fprintf(e.Stderr, "sbx: note: %s; cleaned up\n", in.Stale)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", in.Name, in.Backend, Human(now.Sub(in.Created)), Human(now.Sub(in.LastUsed)), strings.Join(in.CodeDirs, ","))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", in.Name, in.Backend, Human(now.Sub(in.Created)), Human(now.Sub(in.LastUsed)), strings.Join(in.CodeDirs, ","), portfwd.Summary(filepath.Join(root, in.Name)))
 	}
 	tw.Flush()
 	return 0
