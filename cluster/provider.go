@@ -19,11 +19,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/klog/v2"
 
 	"github.com/sbx-sh/sbx/sandbox"
@@ -281,92 +284,123 @@ func sandboxName(u *unstructured.Unstructured) string {
 
 // waitReady watches claim until it is Ready, then finds its pod. On timeout
 // it deletes the claim and returns a *ClaimTimeoutError.
+//
+// The watch is client-go's watchtools.UntilWithSync: an informer on the one
+// claim (list, then watch from that version, re-listing when the watch
+// expires or breaks, with backoff), so no event is lost between a list and
+// a watch. An error retrying cannot fix (RBAC, a missing type) ends it at
+// once instead of waiting for the timeout.
 func (p *Provider) waitReady(ctx context.Context, a *api, claim *unstructured.Unstructured, spec sandbox.Spec) (*Sandbox, error) {
 	ns, name := claim.GetNamespace(), claim.GetName()
 	start := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, p.cfg.ClaimTimeout)
 	defer cancel()
+
+	// Progress comes from the watch and from a ticker: one at a time.
+	var pmu sync.Mutex
+	say := func(format string, args ...any) {
+		pmu.Lock()
+		defer pmu.Unlock()
+		progress(spec, format, args...)
+	}
+	tickDone := make(chan struct{})
+	tctx, stopTick := context.WithCancel(wctx)
+	go func() {
+		defer close(tickDone)
+		tick := time.NewTicker(10 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tctx.Done():
+				return
+			case <-tick.C:
+				say("still waiting for claim %s (%s): pool %s has %s ready", name,
+					time.Since(start).Round(time.Second), p.cfg.Pool, p.poolReadyText(tctx, a))
+			}
+		}
+	}()
+	defer func() { stopTick(); <-tickDone }()
+
+	var fatalMu sync.Mutex
+	var fatal error // an error retrying cannot fix
+	check := func(err error) error {
+		if err != nil && (apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) || (apierrors.IsNotFound(err) && isMissingType(err))) {
+			fatalMu.Lock()
+			if fatal == nil {
+				fatal = err
+			}
+			fatalMu.Unlock()
+			cancel()
+		}
+		return err
+	}
+	sel := fields.OneTermEqualSelector("metadata.name", name).String()
+	claims := a.claims(ns)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			l, err := claims.List(ctx, o)
+			return l, check(err)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			w, err := claims.Watch(ctx, o)
+			return w, check(err)
+		},
+	}
 	last := claim
 	lastCond := ""
-	tick := time.NewTicker(10 * time.Second)
-	defer tick.Stop()
-	rv := claim.GetResourceVersion()
-	for {
-		if st, _, _, _ := readyCondition(last); st == "True" {
-			break
+	gone := false
+	seen := func(u *unstructured.Unstructured) bool {
+		last = u
+		if c := conditionsText(u); c != lastCond && c != "" {
+			lastCond = c
+			say("claim %s: %s", name, c)
 		}
-		w, err := a.claims(ns).Watch(wctx, metav1.ListOptions{
-			FieldSelector:   fields.OneTermEqualSelector("metadata.name", name).String(),
-			ResourceVersion: rv, AllowWatchBookmarks: true,
+		st, _, _, _ := readyCondition(u)
+		return st == "True"
+	}
+	_, err := watchtools.UntilWithSync(wctx, cache.ToListWatcherWithWatchListSemantics(lw, a.dyn), &unstructured.Unstructured{},
+		func(store cache.Store) (bool, error) {
+			obj, exists, err := store.GetByKey(ns + "/" + name)
+			if err != nil {
+				return false, err
+			}
+			u, ok := obj.(*unstructured.Unstructured)
+			if !exists || !ok {
+				gone = true
+				return true, nil
+			}
+			return seen(u), nil
+		},
+		func(ev watch.Event) (bool, error) {
+			u, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok || u.GetName() != name {
+				return false, nil
+			}
+			switch ev.Type {
+			case watch.Deleted:
+				gone = true
+				return true, nil
+			case watch.Added, watch.Modified:
+				return seen(u), nil
+			}
+			return false, nil
 		})
-		if err != nil {
-			if wctx.Err() != nil {
-				return nil, p.claimFailed(ctx, a, last, start)
-			}
-			p.deleteClaim(a, ns, name)
-			return nil, apiError(err, a.server, "watch", "sandboxclaims."+GroupExtensions, ns)
-		}
-		done, gone, err := func() (bool, bool, error) {
-			defer w.Stop()
-			for {
-				select {
-				case <-wctx.Done():
-					return false, false, wctx.Err()
-				case <-tick.C:
-					progress(spec, "still waiting for claim %s (%s): pool %s has %s ready", name,
-						time.Since(start).Round(time.Second), p.cfg.Pool, p.poolReadyText(ctx, a))
-				case ev, ok := <-w.ResultChan():
-					if !ok {
-						return false, false, nil // re-watch from rv
-					}
-					switch ev.Type {
-					case watch.Error:
-						// Typically "resource version too old": re-read and re-watch.
-						cur, err := a.claims(ns).Get(wctx, name, getOpts)
-						if err != nil {
-							return false, apierrors.IsNotFound(err), err
-						}
-						last, rv = cur, cur.GetResourceVersion()
-						return false, false, nil
-					case watch.Deleted:
-						if u, ok := ev.Object.(*unstructured.Unstructured); ok && u.GetName() != name {
-							continue
-						}
-						return false, true, nil
-					case watch.Bookmark:
-						if u, ok := ev.Object.(*unstructured.Unstructured); ok {
-							rv = u.GetResourceVersion()
-						}
-						continue
-					}
-					u, ok := ev.Object.(*unstructured.Unstructured)
-					if !ok || u.GetName() != name {
-						continue
-					}
-					last, rv = u, u.GetResourceVersion()
-					if c := conditionsText(u); c != lastCond && c != "" {
-						lastCond = c
-						progress(spec, "claim %s: %s", name, c)
-					}
-					if st, _, _, _ := readyCondition(u); st == "True" {
-						return true, false, nil
-					}
-				}
-			}
-		}()
-		switch {
-		case gone:
-			return nil, fmt.Errorf("claim %s in namespace %q was deleted while sbx waited for it", name, ns)
-		case wctx.Err() != nil:
-			return nil, p.claimFailed(ctx, a, last, start)
-		case err != nil:
-			p.deleteClaim(a, ns, name)
-			return nil, apiError(err, a.server, "get", "sandboxclaims."+GroupExtensions, ns)
-		case done:
-		}
-		if done {
-			break
-		}
+	fatalMu.Lock()
+	ferr := fatal
+	fatalMu.Unlock()
+	switch {
+	case ferr != nil:
+		p.deleteClaim(a, ns, name)
+		return nil, apiError(ferr, a.server, "watch", "sandboxclaims."+GroupExtensions, ns)
+	case gone:
+		return nil, fmt.Errorf("claim %s in namespace %q was deleted while sbx waited for it", name, ns)
+	case wctx.Err() != nil:
+		return nil, p.claimFailed(ctx, a, last, start)
+	case err != nil:
+		p.deleteClaim(a, ns, name)
+		return nil, apiError(err, a.server, "watch", "sandboxclaims."+GroupExtensions, ns)
 	}
 	sb, err := p.sandboxFor(wctx, a, last)
 	if err != nil {

@@ -1,0 +1,79 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/sbx-sh/sbx/sandbox"
+)
+
+// A service account that may create claims but not watch them gets the
+// RBAC error at once, not a claim timeout minutes later, and its claim is
+// deleted.
+func TestWaitReadyForbiddenWatch(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := newFakeCluster(t, "v1alpha1", pool("p", "busybox", 1))
+	deny := func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: GroupExtensions, Resource: "sandboxclaims"}, "", errors.New("cannot watch"))
+	}
+	f.dyn.PrependWatchReactor("sandboxclaims", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		_, _, err := deny(a)
+		return true, nil, err
+	})
+	f.dyn.PrependReactor("list", "sandboxclaims", deny)
+	p := NewForClients(Config{Pool: "p", Owner: "alice", ClaimTimeout: 60 * time.Second}, nil, f.kube, f.dyn, f.disc, nil)
+	start := time.Now()
+	_, err := p.Claim(ctx, sandbox.Spec{Name: "s", StateDir: t.TempDir()})
+	var fe *ForbiddenError
+	if !errors.As(err, &fe) || time.Since(start) > 20*time.Second {
+		t.Fatalf("after %s: %v; want a ForbiddenError at once", time.Since(start).Round(time.Millisecond), err)
+	}
+	deleted := false
+	for _, a := range f.dyn.Actions() {
+		if a.GetVerb() == "delete" && a.GetResource().Resource == "sandboxclaims" {
+			deleted = true
+		}
+	}
+	if !deleted {
+		t.Error("the claim was not deleted")
+	}
+}
+
+// A watch that breaks is taken up again (the informer re-lists, then
+// watches), and the claim is still seen Ready; the hand-rolled loop gave
+// up and deleted the claim.
+func TestWaitReadyWatchBreaks(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := newFakeCluster(t, "v1alpha1", pool("p", "busybox", 1))
+	var watches atomic.Int32
+	f.dyn.PrependWatchReactor("sandboxclaims", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		if watches.Add(1) == 1 {
+			return true, nil, apierrors.NewInternalError(errors.New("etcd hiccup"))
+		}
+		return false, nil, nil
+	})
+	f.controller(t, ctx)
+	p := NewForClients(Config{Pool: "p", Owner: "alice", IdleTTL: time.Hour, ClaimTimeout: 30 * time.Second}, nil, f.kube, f.dyn, f.disc, nil)
+	sb, err := p.Claim(ctx, sandbox.Spec{Name: "s", StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("a claim whose first watch failed: %v", err)
+	}
+	if watches.Load() < 1 {
+		t.Error("no watch was tried: the test does not test a broken watch")
+	}
+	if _, err := f.dyn.Resource(gvrClaims).Namespace("sbx").Get(ctx, sb.(*Sandbox).Claim(), metav1.GetOptions{}); err != nil {
+		t.Errorf("claim: %v", err)
+	}
+}
