@@ -43,18 +43,20 @@ type identityWatch struct {
 func (iw *identityWatch) Write(p []byte) (int, error) {
 	iw.mu.Lock()
 	if !iw.seen {
-		buf := append(iw.tail, p...)
+		// A mark lies within p, or across the last write's kept tail and
+		// p's first bytes: neither copies p (output of any size).
+		const keep = 32 // longer than the longest mark
+		joint := append(iw.tail, p[:min(len(p), keep)]...)
 		for _, m := range gitIdentityMarks {
-			if bytes.Contains(buf, m) {
+			if bytes.Contains(joint, m) || bytes.Contains(p, m) {
 				iw.seen = true
 				break
 			}
 		}
-		keep := 32 // longer than the longest mark
-		if len(buf) > keep {
-			buf = buf[len(buf)-keep:]
+		if len(p) >= keep {
+			joint = p
 		}
-		iw.tail = append(iw.tail[:0], buf...)
+		iw.tail = append(iw.tail[:0], joint[max(0, len(joint)-keep):]...)
 	}
 	iw.mu.Unlock()
 	return iw.w.Write(p)

@@ -16,6 +16,7 @@ func TestIdentityWatch(t *testing.T) {
 	}{
 		{"one write", []string{msg}, true},
 		{"cut inside the mark", []string{"x\n*** Please tell me w", "ho you are.\n"}, true},
+		{"cut inside the mark after a long write", []string{strings.Repeat("y", 70000) + "*** Please t", "ell me who you are.\n" + strings.Repeat("z", 70000)}, true},
 		{"a byte at a time", strings.Split(msg, ""), true},
 		{"after a long output", []string{strings.Repeat("y", 100000), msg}, true},
 		{"other output", []string{"Please tell me", strings.Repeat(" ", 40), "who you are"}, false},
