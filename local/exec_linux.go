@@ -16,6 +16,19 @@ import (
 	"github.com/sbx-sh/sbx/sandbox"
 )
 
+// outputPipeSize is the buffer of the pipes that carry a command's output to
+// a writer that is not a file, and of the copy out of them (1 MiB, the
+// default pipe-max-size: an unprivileged process may set it).
+const outputPipeSize = 1 << 20
+
+// onlyWriter and onlyReader hide a writer's ReadFrom and a reader's
+// WriteTo (an *os.File's copies through 32 KiB), so that io.CopyBuffer uses
+// its own buffer.
+type (
+	onlyWriter struct{ io.Writer }
+	onlyReader struct{ io.Reader }
+)
+
 // Exec runs cmd in the sandbox. The command's stdio are handed to the init
 // as file descriptors: an *os.File is passed as it is, any other reader or
 // writer through a pipe. When the sandbox's uid is not sbx's own (sbx runs as
@@ -80,12 +93,17 @@ func (b *box) Exec(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, error
 		if err != nil {
 			return err
 		}
+		// A command printing a lot costs a wake-up of this side per pipe
+		// buffer: a larger buffer and reads as large make them few. Where
+		// the kernel refuses the size (pipe-max-size, a user's pipe quota),
+		// the default 64 KiB serves as before.
+		unix.FcntlInt(pw.Fd(), unix.F_SETPIPE_SZ, outputPipeSize)
 		pass(name, pw)
 		closers = append(closers, pw)
 		copiers.Add(1)
 		go func() {
 			defer copiers.Done()
-			io.Copy(w, r)
+			io.CopyBuffer(onlyWriter{w}, onlyReader{r}, make([]byte, outputPipeSize))
 			r.Close()
 		}()
 		return nil

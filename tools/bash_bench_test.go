@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -19,6 +20,7 @@ import (
 // pipes (JSON-RPC framing as over stdio) and then the same command through
 // session.Exec on the same session and sandbox. It reports both medians and
 // their difference; run with -cpuprofile to see where the difference goes.
+// SBX_BENCH_COMMAND times that command through the bash tool instead.
 //
 //	go test ./tools -run '^$' -bench BashCall -benchtime 200x
 func BenchmarkBashCall(b *testing.B) {
@@ -47,6 +49,17 @@ func BenchmarkBashCall(b *testing.B) {
 			b.Fatalf("bash true: %v %v", err, res)
 		}
 		return d
+	}
+	if cmd := os.Getenv("SBX_BENCH_COMMAND"); cmd != "" {
+		// Profile one command through the bash tool instead, e.g. 200 MB
+		// of output: SBX_BENCH_COMMAND="yes | head -c 200000000".
+		for b.Loop() {
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": cmd}})
+			if err != nil || res.IsError {
+				b.Fatalf("%s: %v %v", cmd, err, res)
+			}
+		}
+		return
 	}
 	viaMCP() // claims the sandbox
 	c, err := p.acquire(ctx, nil)
