@@ -45,13 +45,17 @@ func build(out, pkg string, env, flags []string) error {
 
 // WaitFor polls cond every 10ms until it holds or d passes, and says
 // whether it held: the way a test waits, never a bare sleep.
-func WaitFor(d time.Duration, cond func() bool) bool {
+func WaitFor(d time.Duration, cond func() bool) bool { return WaitEvery(d, 10*time.Millisecond, cond) }
+
+// WaitEvery is WaitFor polling every `every`, for a cond that costs (a
+// request to an API server).
+func WaitEvery(d, every time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
 			return false
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(every)
 	}
 	return true
 }

@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 
 	"github.com/sbx-sh/sbx/cluster"
+	"github.com/sbx-sh/sbx/internal/testtree"
 	"github.com/sbx-sh/sbx/sandbox"
 )
 
@@ -246,7 +247,7 @@ func benchSync(t *testing.T, sb *cluster.Sandbox, md *strings.Builder) {
 			t.Fatalf("sync out: %d %s %s", code, out, errs)
 		}
 		syncOut = append(syncOut, time.Since(start))
-		if n := countFiles(filepath.Join(sw.code, "tree2")); n != 10000 {
+		if n := testtree.RegularFiles(filepath.Join(sw.code, "tree2")); n != 10000 {
 			t.Fatalf("%d of 10000 files came back", n)
 		}
 		sw.sbx("release", "--session", session)
@@ -280,17 +281,6 @@ func makeTree(root string, n int) {
 		os.MkdirAll(d, 0o755)
 		os.WriteFile(filepath.Join(d, fmt.Sprintf("f%04d.txt", i)), []byte(fmt.Sprintf("file %d\n", i)), 0o644)
 	}
-}
-
-func countFiles(root string) int {
-	n := 0
-	filepath.WalkDir(root, func(_ string, d os.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() {
-			n++
-		}
-		return nil
-	})
-	return n
 }
 
 func median(d []time.Duration) time.Duration {

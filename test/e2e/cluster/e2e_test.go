@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/sbx-sh/sbx/cluster"
+	"github.com/sbx-sh/sbx/internal/testenv"
 	"github.com/sbx-sh/sbx/sandbox"
 )
 
@@ -127,12 +128,12 @@ func TestTimeoutKillsTree(t *testing.T) {
 	// cancellation kills too: cancelled once the command runs
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	_, err := sb.Exec(ctx, &sandbox.Cmd{Argv: []string{"sh", "-c", "sleep 304 & echo started; sleep 305"}, Stdout: &cancelOn{word: "started", cancel: cancel}})
+	_, err := sb.Exec(ctx, &sandbox.Cmd{Argv: []string{"sh", "-c", "sleep 304 & echo started; sleep 305"}, Stdout: &testenv.CancelOn{Word: "started", Cancel: cancel}})
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled exec: %v", err)
 	}
 	left := ""
-	if !waitFor(20*time.Second, func() bool { left = psSleeps(t, sb); return left == "" }) {
+	if !testenv.WaitEvery(20*time.Second, 200*time.Millisecond, func() bool { left = psSleeps(t, sb); return left == "" }) {
 		t.Errorf("processes survived the cancellation by 20s:\n%s", left)
 	}
 }
@@ -141,37 +142,6 @@ func TestTimeoutKillsTree(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
-
-// cancelOn is a writer that cancels once what it got contains word.
-type cancelOn struct {
-	word   string
-	cancel context.CancelFunc
-	mu     sync.Mutex
-	got    bytes.Buffer
-}
-
-func (c *cancelOn) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.got.Write(p)
-	if strings.Contains(c.got.String(), c.word) {
-		c.cancel()
-	}
-	return len(p), nil
-}
-
-// waitFor polls cond until it holds or d passes, and says whether it held:
-// the way a test waits, never a bare sleep.
-func waitFor(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	return true
-}
 
 func shutdownTime(t *testing.T, claim string) time.Time {
 	s, _, _ := unstructured.NestedString(getClaim(t, claim).Object, "spec", "lifecycle", "shutdownTime")
@@ -190,7 +160,7 @@ func TestRenewMovesShutdownTime(t *testing.T) {
 	first := shutdownTime(t, sb.Claim())
 	// A call renews once less than half of the TTL is left (and not more
 	// often than renewMinInterval): wait for that point of the clock.
-	if !waitFor(cfg.IdleTTL, func() bool { return time.Until(first) < cfg.IdleTTL/2-time.Second }) {
+	if !testenv.WaitEvery(cfg.IdleTTL, 200*time.Millisecond, func() bool { return time.Until(first) < cfg.IdleTTL/2-time.Second }) {
 		t.Fatalf("shutdownTime %s is not within half the TTL after %s", first, cfg.IdleTTL)
 	}
 	run(t, sb, &sandbox.Cmd{Argv: []string{"true"}})
@@ -301,7 +271,7 @@ func TestPodDeletedMidSession(t *testing.T) {
 	// running. agent-sandbox v0.5.6's Sandbox controller makes a new pod of
 	// the same name at once: the one deleted is gone when its UID is; the
 	// new one is a fresh sandbox, not this session's.
-	if !waitFor(30*time.Second, func() bool {
+	if !testenv.WaitEvery(30*time.Second, 200*time.Millisecond, func() bool {
 		p, err := admin.CoreV1().Pods(ns).Get(context.Background(), sb.Pod(), metav1.GetOptions{})
 		return err != nil || p.UID != pod.UID
 	}) {
