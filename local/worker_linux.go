@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sbx-sh/sbx/internal/runner"
+	sbxsync "github.com/sbx-sh/sbx/sync"
 )
 
 // A worker is pid 1 of a pid namespace of its own (in a user namespace of its
@@ -88,6 +89,13 @@ func runWorker() int {
 		return 1
 	}
 	c := newConn(nc.(*net.UnixConn))
+	// The worker serves command after command (the init keeps it while
+	// commands come): its sync helper keeps each code dir's manifest in
+	// memory and learns what changed from inotify, instead of walking the
+	// whole tree at each command. A worker the init stopped (idle) or a new
+	// one starts with a full scan. Its descriptors are close-on-exec and
+	// the worker is not dumpable: no command reaches them.
+	sbxsync.WatchHelper = true
 	type msg struct {
 		req   workerExec
 		files []*os.File

@@ -77,7 +77,17 @@ type Params struct {
 	// JournalSize caps the session's journal of host files that pull-backs
 	// overwrote or deleted (zero: sync.DefaultJournalSize).
 	JournalSize int64
+	// Watch keeps the host side's manifests in memory, current from
+	// file-system events (sync.Host.Watch), for a process that runs many
+	// commands on the session (sbx-mcp): a command then costs what changed
+	// on the host, not a walk of every code dir. A full verification scan
+	// runs off the critical path every VerifyEvery while commands come.
+	Watch bool
 }
+
+// VerifyEvery is how often a watching session checks its watches with a
+// full scan of its code dirs, between commands (when at least one ran).
+var VerifyEvery = 5 * time.Minute
 
 // ErrCodeDirs means a kept session exists for other code directories.
 var ErrCodeDirs = errors.New("session has other code directories")
@@ -128,6 +138,9 @@ type Session struct {
 	// dropped is closed when a dropped sandbox's release has ended; the
 	// next claim waits for it (mu).
 	dropped chan struct{}
+	// stopVerify ends the verification of a watching session (Params.Watch).
+	stopVerify     chan struct{}
+	stopVerifyOnce sync.Once
 }
 
 // Open returns the named session, reattaching to its sandbox when it was kept.
@@ -195,7 +208,59 @@ func (m *Manager) Open(ctx context.Context, name string, p Params) (*Session, er
 	if s.sb == nil {
 		s.sync.Reset()
 	}
+	if p.Watch {
+		s.sync.Watch(m.log)
+		s.stopVerify = make(chan struct{})
+		go s.verifyLoop()
+	}
 	return s, nil
+}
+
+// verifyLoop runs the watching session's verification scans: every
+// VerifyEvery, when a command ran since the last one. Only its beginning
+// and end take the run lock, each for a comparison; the scan runs beside
+// commands (one that runs meanwhile voids it).
+func (s *Session) verifyLoop() {
+	t := time.NewTicker(VerifyEvery)
+	defer t.Stop()
+	var last uint64
+	for {
+		select {
+		case <-s.stopVerify:
+			return
+		case <-t.C:
+		}
+		s.run.Lock()
+		v, rounds := s.sync.BeginVerify(), s.sync.Rounds()
+		s.run.Unlock()
+		if v == nil || rounds == last {
+			continue
+		}
+		if err := v.Scan(); err != nil {
+			s.m.log.Debug("sync verification scan", "session", s.name, "err", err)
+			continue
+		}
+		s.run.Lock()
+		_, n := v.Finish(s.m.log)
+		s.run.Unlock()
+		if n == 0 {
+			last = rounds
+		}
+	}
+}
+
+// stopWatching ends the verification and closes the watches (after a
+// command that runs).
+func (s *Session) stopWatching() {
+	if s.stopVerify == nil {
+		return
+	}
+	s.stopVerifyOnce.Do(func() {
+		close(s.stopVerify)
+		s.run.Lock()
+		s.sync.Close()
+		s.run.Unlock()
+	})
 }
 
 func (s *Session) newInfo() Info {
@@ -795,6 +860,7 @@ func (s *Session) Close(ctx context.Context) error {
 		s.mu.Lock()
 		s.closed = true
 		s.mu.Unlock()
+		go s.stopWatching() // after a command that runs
 		return nil
 	}
 	return s.Release(ctx)
@@ -850,6 +916,7 @@ func (s *Session) Release(ctx context.Context) error {
 	if sb != nil {
 		rerr = sb.Release(ctx)
 	}
+	s.stopWatching()
 	s.run.Lock()
 	defer s.run.Unlock()
 	if err := s.m.release(ctx, s.name, nil); rerr == nil {

@@ -53,6 +53,12 @@ type Host struct {
 	// open is the round begun on the watched manifests and not finished:
 	// the next Begin undoes what its scan changed.
 	open *Round
+	// sig is the state file as this process last read or wrote it: a
+	// watching process whose file another process rewrote (sbx exec on a
+	// session sbx-mcp holds) reads it again and scans in full.
+	sig string
+	// rounds counts the round trips begun, for Verify.
+	rounds uint64
 }
 
 // Watch makes the host side keep its manifests current from file-system
@@ -66,6 +72,18 @@ func (h *Host) Watch(log *slog.Logger) {
 			d.watch.Log = log
 		}
 	}
+}
+
+// Rounds counts the round trips begun by this Host.
+func (h *Host) Rounds() uint64 { return h.rounds }
+
+func (h *Host) watching() bool {
+	for _, d := range h.dirs {
+		if d.watch != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // Close stops the watches.
@@ -214,7 +232,31 @@ func (h *Host) load() error {
 		return err
 	}
 	defer f.Close()
+	fi, _ := f.Stat()
+	h.sig = fileSig(fi)
 	return gob.NewDecoder(f).Decode(&h.st)
+}
+
+// reloadIfChanged reads the state again when another process rewrote it
+// since this one last read or wrote it (only a watching process keeps its
+// manifests across round trips): what the watches saw no longer describes
+// the manifests, so each scans in full.
+func (h *Host) reloadIfChanged() {
+	fi, _ := os.Stat(h.statePath())
+	if fileSig(fi) == h.sig {
+		return
+	}
+	h.st = hostState{}
+	if err := h.load(); err != nil || len(h.st.Manifests) != len(h.dirs) {
+		h.st = hostState{Reset: true}
+		h.sig = fileSig(fi)
+	}
+	for len(h.st.Manifests) < len(h.dirs) {
+		h.st.Manifests = append(h.st.Manifests, Manifest{})
+	}
+	for _, d := range h.dirs {
+		d.watch.Invalidate("the session's sync state was written by another process")
+	}
 }
 
 func (h *Host) save() error {
@@ -233,7 +275,12 @@ func (h *Host) save() error {
 	if err != nil {
 		return fmt.Errorf("save sync state: %w", err)
 	}
-	return os.Rename(tmp, h.statePath())
+	if err := os.Rename(tmp, h.statePath()); err != nil {
+		return err
+	}
+	fi, _ := os.Stat(h.statePath())
+	h.sig = fileSig(fi)
+	return nil
 }
 
 // Reset forgets the sandbox side: the next round trip pushes every file (a
@@ -279,6 +326,10 @@ const maxSeen = 1000
 func (h *Host) Begin() (*Round, Report, error) {
 	var recovered Report
 	h.rollback()
+	if h.watching() {
+		h.reloadIfChanged()
+	}
+	h.rounds++
 	if err := h.recover(&recovered); err != nil {
 		return nil, recovered, err
 	}

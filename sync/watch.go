@@ -435,3 +435,110 @@ func statPath(full string) (Entry, bool, error) {
 	}
 	return e, true, nil
 }
+
+// A Verification checks, off the critical path, what the watches keep
+// against a full scan of each watched code dir: the owner begins it and
+// finishes it with its round trips excluded (they change the manifests),
+// and runs Scan between without (it only reads the trees). Anything the
+// events missed is logged and makes the next scan a full one. A round trip
+// between Begin and Finish voids it (Finish reports nothing).
+type Verification struct {
+	h      *Host
+	rounds uint64
+	dirs   []int
+	scans  []Manifest
+	skip   [][]Skip
+}
+
+// BeginVerify starts a verification of the watched code dirs (nil when
+// none is watched); called as a round trip would be.
+func (h *Host) BeginVerify() *Verification {
+	v := &Verification{h: h, rounds: h.rounds}
+	for i, d := range h.dirs {
+		if d.watch != nil && d.watch.n != nil && d.watch.full == "" && d.watch.off == "" {
+			v.dirs = append(v.dirs, i)
+		}
+	}
+	if len(v.dirs) == 0 {
+		return nil
+	}
+	return v
+}
+
+// Scan walks the trees: without the owner's lock, beside round trips.
+func (v *Verification) Scan() error {
+	for _, i := range v.dirs {
+		d := v.h.dirs[i]
+		sc := &Scanner{Exclude: d.ex, Workers: 2}
+		m, err := sc.Scan(d.cfg.Path, nil)
+		if err != nil {
+			return err
+		}
+		v.scans = append(v.scans, m)
+		v.skip = append(v.skip, sc.Skipped)
+	}
+	return nil
+}
+
+// Finish compares and returns the paths the events missed (at most 20
+// named, n counting them all); called as a round trip would be.
+func (v *Verification) Finish(log *slog.Logger) (missed []string, n int) {
+	h := v.h
+	if h.rounds != v.rounds || len(v.scans) != len(v.dirs) {
+		return nil, 0 // a round trip ran meanwhile: its scan is newer
+	}
+	for k, i := range v.dirs {
+		d := h.dirs[i]
+		w := d.watch
+		if w == nil || w.n == nil || w.full != "" || w.off != "" {
+			continue
+		}
+		pending, broken := w.n.pending()
+		if broken {
+			continue // the next scan is a full one anyway
+		}
+		for p := range w.unsettled {
+			pending[p] = true
+		}
+		for _, s := range v.skip[k] {
+			pending[s.Path] = true
+		}
+		excused := func(p string) bool {
+			for q := p; ; q = path.Dir(q) {
+				if pending[q] {
+					return true
+				}
+				if q == "." || !strings.Contains(q, "/") {
+					return false
+				}
+			}
+		}
+		m := h.st.Manifests[i]
+		var bad []string
+		for p, e := range v.scans[k] {
+			if o, ok := m[p]; (!ok || !sameIgnoringHash(o, e)) && !excused(p) {
+				bad = append(bad, p)
+			}
+		}
+		for p, o := range m {
+			if _, ok := v.scans[k][p]; !ok && o.Mode != fs.ModeIrregular && !excused(p) {
+				bad = append(bad, p)
+			}
+		}
+		if len(bad) == 0 {
+			continue
+		}
+		sort.Strings(bad)
+		n += len(bad)
+		for _, p := range bad {
+			if len(missed) < 20 {
+				missed = append(missed, filepath.Join(d.cfg.Path, p))
+			}
+		}
+		w.Invalidate("the verification scan found changes the events missed")
+		if log != nil {
+			log.Warn("sync: the file-system events missed changes; the next round trip scans in full", "dir", d.cfg.Path, "paths", len(bad), "first", bad[:min(len(bad), 5)])
+		}
+	}
+	return missed, n
+}

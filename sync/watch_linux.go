@@ -220,6 +220,26 @@ func (n *inotify) take() (map[string]bool, string) {
 	return t, ""
 }
 
+// pending is a copy of the paths touched since the last take (the queue
+// read first), or broken when the next scan is a full one.
+func (n *inotify) pending() (map[string]bool, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.dead {
+		if err := n.drainLocked(make([]byte, 64<<10)); err != nil {
+			n.breakLocked(err.Error())
+		}
+	}
+	if n.broken != "" {
+		return nil, true
+	}
+	out := make(map[string]bool, len(n.touched))
+	for p := range n.touched {
+		out[p] = true
+	}
+	return out, false
+}
+
 // touch adds paths to the next take (a round that did not finish).
 func (n *inotify) touch(paths []string) {
 	n.mu.Lock()

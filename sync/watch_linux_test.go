@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // TestWatchedSameTickRewrite: a file rewritten with the same size right
@@ -52,5 +53,58 @@ func TestWatchedSameTickRewrite(t *testing.T) {
 	}
 	if len(ch) != 1 || ch[0].Path != "f" || m["f"].Hash == seen.Hash {
 		t.Fatalf("a same-size rewrite within one tick of the scan was missed: changes %+v, entry %+v, before %+v", ch, m["f"], seen)
+	}
+}
+
+// TestVerifyFindsMissedEvents: the verification scan reports nothing while
+// the watches kept up (a change whose event waits for the next round trip
+// included), names a change whose event was lost, and makes the next round
+// trip a full scan that sends it; a round trip during it voids it.
+func TestVerifyFindsMissedEvents(t *testing.T) {
+	p := newPair(t)
+	p.h.Watch(nil)
+	defer p.h.Close()
+	put(t, filepath.Join(p.host, "a"), "a")
+	put(t, filepath.Join(p.host, "d", "b"), "b")
+	old := time.Now().Add(-time.Hour) // settled: no file is re-read each round
+	os.Chtimes(filepath.Join(p.host, "a"), old, old)
+	os.Chtimes(filepath.Join(p.host, "d", "b"), old, old)
+	p.sync(nil)
+	p.sync(nil)
+	verify := func() (int, []string) {
+		t.Helper()
+		v := p.h.BeginVerify()
+		if v == nil {
+			t.Fatal("no watched code dir to verify")
+		}
+		if err := v.Scan(); err != nil {
+			t.Fatal(err)
+		}
+		missed, n := v.Finish(nil)
+		return n, missed
+	}
+	if n, missed := verify(); n != 0 {
+		t.Fatalf("in step, the verification found %d: %v", n, missed)
+	}
+	put(t, filepath.Join(p.host, "d", "b"), "bb")
+	if n, missed := verify(); n != 0 {
+		t.Fatalf("a change whose event waits was taken for a missed one: %d %v", n, missed)
+	}
+	p.h.dirs[0].watch.n.take() // its event lost, as an overflowing kernel would
+	n, missed := verify()
+	if n != 1 || len(missed) != 1 || missed[0] != filepath.Join(p.host, "d", "b") {
+		t.Fatalf("a change whose event was lost: verification found %d %v, want d/b", n, missed)
+	}
+	p.sync(nil)
+	if got := read(t, filepath.Join(p.sandbox, "d", "b")); got != "bb" {
+		t.Fatalf("after the verification the sandbox has %q, want the host's bb", got)
+	}
+	v := p.h.BeginVerify()
+	v.Scan()
+	put(t, filepath.Join(p.host, "c"), "c")
+	p.h.dirs[0].watch.n.take()
+	p.sync(nil) // a round trip meanwhile
+	if _, n := v.Finish(nil); n != 0 {
+		t.Fatalf("a verification a round trip overtook reported %d", n)
 	}
 }

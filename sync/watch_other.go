@@ -12,10 +12,11 @@ type inotify struct{}
 
 func newInotify(string) (*inotify, error) { return nil, errors.New("no inotify on this system") }
 
-func (*inotify) add(string) error                { return nil }
-func (*inotify) watched(string) bool             { return false }
-func (*inotify) take() (map[string]bool, string) { return nil, "no inotify on this system" }
-func (*inotify) touch([]string)                  {}
-func (*inotify) close()                          {}
-func (*inotify) kill()                           {}
-func (*inotify) overflow()                       {}
+func (*inotify) add(string) error                 { return nil }
+func (*inotify) watched(string) bool              { return false }
+func (*inotify) take() (map[string]bool, string)  { return nil, "no inotify on this system" }
+func (*inotify) touch([]string)                   {}
+func (*inotify) pending() (map[string]bool, bool) { return nil, true }
+func (*inotify) close()                           {}
+func (*inotify) kill()                            {}
+func (*inotify) overflow()                        {}

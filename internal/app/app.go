@@ -150,6 +150,9 @@ func Setup(f Flags, kind Kind, log *slog.Logger) (*Env, error) {
 		// A persistent cluster session survives the process that opened it
 		// (it is reattached by its session name), so it is kept.
 		Keep: f.Keep || persistent,
+		// A long-lived process keeps the host side's manifests current
+		// from file-system events; a process per command scans.
+		Watch: kind == Server,
 	}
 	return e, nil
 }
