@@ -60,7 +60,8 @@ for pass in $PASSES; do
 	echo "=== run.sh: pass $pass (agent-sandbox $av, served $serve, runtime $rt)"
 	# a clean controller/CRD state: whatever the last pass (or a killed run) left is stopped and wiped
 	WIPE=1 "$HERE/down.sh" >/dev/null 2>&1 || true
-	AS_VERSION=$av AS_SERVE=$serve "$HERE/up.sh" || prc=$?
+	# the daemons must not inherit the lock's fd (9): it would outlive this run with them
+	AS_VERSION=$av AS_SERVE=$serve "$HERE/up.sh" 9>&- || prc=$?
 	if [ "$prc" = 0 ]; then
 		set +e
 		SBX_E2E_AGENT_SANDBOX=$as SBX_E2E_RUNTIME_CLASS=$rc_name go test -tags e2e -count=1 -v -timeout 20m \
