@@ -17,10 +17,11 @@ import (
 
 // BenchmarkBashCall isolates what the MCP layer adds to a warm `bash true`:
 // each iteration times the bash tool called by an MCP client over a pair of
-// pipes (JSON-RPC framing as over stdio) and then the same command through
+// pipes (sbx-mcp's own StdioTransport on the server side) and then the same command through
 // session.Exec on the same session and sandbox. It reports both medians and
 // their difference; run with -cpuprofile to see where the difference goes.
-// SBX_BENCH_COMMAND times that command through the bash tool instead.
+// SBX_BENCH_COMMAND times that command through the bash tool instead;
+// SBX_BENCH_NOOP a tool call that runs nothing.
 //
 //	go test ./tools -run '^$' -bench BashCall -benchtime 200x
 func BenchmarkBashCall(b *testing.B) {
@@ -35,7 +36,7 @@ func BenchmarkBashCall(b *testing.B) {
 	defer cancel()
 	cr, sw := io.Pipe()
 	sr, cw := io.Pipe()
-	go NewServer("bench", p).Run(ctx, &mcp.IOTransport{Reader: sr, Writer: sw})
+	go NewServer("bench", p).Run(ctx, &StdioTransport{In: sr, Out: sw})
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(ctx, &mcp.IOTransport{Reader: cr, Writer: cw}, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -57,6 +58,18 @@ func BenchmarkBashCall(b *testing.B) {
 			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": cmd}})
 			if err != nil || res.IsError {
 				b.Fatalf("%s: %v %v", cmd, err, res)
+			}
+		}
+		return
+	}
+	if os.Getenv("SBX_BENCH_NOOP") != "" {
+		// The MCP layer alone: a tool call that runs nothing (bash_output
+		// of an unknown job: arguments checked, session found, an error
+		// result built and sent).
+		for b.Loop() {
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash_output", Arguments: map[string]any{"id": "none"}})
+			if err != nil || !res.IsError {
+				b.Fatalf("bash_output of an unknown job: %v %v", err, res)
 			}
 		}
 		return
