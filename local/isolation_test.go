@@ -302,7 +302,16 @@ func TestReleaseKillsEverything(t *testing.T) {
 		t.Fatal("exec did not return after release")
 	}
 	if procs := testenv.HostProcs(m); len(procs) > 0 {
-		t.Fatalf("processes survived release: %v", procs)
+		var st []string
+		for _, p := range procs {
+			raw, _ := os.ReadFile(filepath.Join(filepath.Dir(strings.SplitN(p, ":", 2)[0]), "status"))
+			for _, l := range strings.Split(string(raw), "\n") {
+				if strings.HasPrefix(l, "State") || strings.HasPrefix(l, "PPid") || strings.HasPrefix(l, "NSpid") {
+					st = append(st, l)
+				}
+			}
+		}
+		t.Fatalf("processes survived release: %v (%v)", procs, st)
 	}
 	if _, err := os.Stat(filepath.Join(state, "init.sock")); err == nil {
 		t.Error("socket left after release")

@@ -325,12 +325,12 @@ func (p *Provider) Attach(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 	defer cancel()
 	var r reply
 	if err := b.call(pctx, request{Op: "ping"}, &r); err != nil {
-		b.kill()
+		b.killNow()
 		b.cleanup()
 		return nil, &sandbox.StaleError{Name: spec.Name, Reason: fmt.Sprintf("its init (pid %d) does not answer: %v", st.Pid, err)}
 	}
 	if r.Version != p.Version {
-		b.kill()
+		b.killNow()
 		b.cleanup()
 		return nil, &sandbox.StaleError{Name: spec.Name, Reason: fmt.Sprintf("it was started by sbx %s, this is %s", r.Version, p.Version)}
 	}
@@ -379,13 +379,75 @@ func (b *box) alive() bool {
 	return err == nil && st == b.st.StartTime
 }
 
-func (b *box) kill() {
-	if b.alive() {
-		syscall.Kill(b.st.Pid, syscall.SIGKILL)
-		for i := 0; i < 200 && b.alive(); i++ {
-			time.Sleep(5 * time.Millisecond)
+// killWait bounds how long kill waits for the sandbox to be gone.
+const killWait = 15 * time.Second
+
+// pidfd opens a pidfd on the init if the pid still names it (same start
+// time; a zombie leader counts, see kill). It is -1 if the init is gone.
+func (b *box) pidfd() int {
+	if b.st.Pid <= 0 {
+		return -1
+	}
+	pfd, err := unix.PidfdOpen(b.st.Pid, 0)
+	if err != nil {
+		return -1
+	}
+	// Checked after the open: a pid reused before it names another process.
+	if st, err := procStartTimeAny(b.st.Pid); err != nil || st != b.st.StartTime {
+		unix.Close(pfd)
+		return -1
+	}
+	return pfd
+}
+
+// waitGone waits up to d for the process of pfd to have exited whole.
+func waitGone(pfd int, d time.Duration) bool {
+	fds := []unix.PollFd{{Fd: int32(pfd), Events: unix.POLLIN}}
+	for deadline := time.Now().Add(d); ; {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return false
+		}
+		n, err := unix.Poll(fds, int(left/time.Millisecond)+1)
+		if n > 0 {
+			return true
+		}
+		if err != nil && err != unix.EINTR {
+			return false
 		}
 	}
+}
+
+// kill ends the init, and with it every process of the sandbox, and returns
+// once they are gone (or after killWait, logged). If the init was asked to
+// shut down first, grace is how long it has to do so.
+//
+// /proc/<pid>/stat is not the test: when the init exits, its main thread
+// shows as a zombie at once, while its last thread is still emptying the pid
+// namespace (the kernel kills and reaps every process in it before the init
+// counts as exited), so a caller that trusted it returned while the
+// sandbox's processes still ran. A pidfd becomes readable only when the
+// whole thread group has exited, which is after the namespace is empty.
+func (b *box) kill(pfd int, grace time.Duration) {
+	if pfd < 0 {
+		return
+	}
+	if grace > 0 && waitGone(pfd, grace) {
+		return
+	}
+	unix.PidfdSendSignal(pfd, unix.SIGKILL, nil, 0)
+	if !waitGone(pfd, killWait) {
+		fmt.Fprintf(os.Stderr, "sbx: the sandbox's init (pid %d) was still there %v after SIGKILL; its processes may outlive the release\n", b.st.Pid, killWait)
+	}
+}
+
+// killNow is kill for a sandbox given up on (no shutdown asked).
+func (b *box) killNow() {
+	pfd := b.pidfd()
+	if pfd >= 0 {
+		defer unix.Close(pfd)
+	}
+	b.kill(pfd, 0)
 }
 
 // cleanup removes what the backend keeps in the state directory. The engine
@@ -410,21 +472,34 @@ func (b *box) cleanup() {
 // Release shuts the init down, which kills everything in the sandbox.
 func (b *box) Release(ctx context.Context) error {
 	b.released.Do(func() {
+		// Opened before the shutdown, so that the pid cannot have been
+		// reused by the time it is waited on.
+		pfd := b.pidfd()
+		if pfd >= 0 {
+			defer unix.Close(pfd)
+		}
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		var r reply
 		b.call(cctx, request{Op: "shutdown"}, &r)
-		for i := 0; i < 100 && b.alive(); i++ {
-			time.Sleep(2 * time.Millisecond)
-		}
-		b.kill()
+		b.kill(pfd, 200*time.Millisecond)
 		b.cleanup()
 	})
 	return nil
 }
 
-// procStartTime reads a process's start time (field 22 of /proc/pid/stat).
+// procStartTime reads a live process's start time (field 22 of
+// /proc/pid/stat); a zombie is an error.
 func procStartTime(pid int) (uint64, error) {
+	return readStartTime(pid, false)
+}
+
+// procStartTimeAny is procStartTime that accepts a zombie.
+func procStartTimeAny(pid int) (uint64, error) {
+	return readStartTime(pid, true)
+}
+
+func readStartTime(pid int, zombie bool) (uint64, error) {
 	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return 0, err
@@ -438,7 +513,7 @@ func procStartTime(pid int) (uint64, error) {
 	if len(fields) < 20 {
 		return 0, errors.New("bad stat")
 	}
-	if fields[0] == "Z" || fields[0] == "X" {
+	if !zombie && (fields[0] == "Z" || fields[0] == "X") {
 		return 0, errors.New("process is a zombie")
 	}
 	return strconv.ParseUint(fields[19], 10, 64)
