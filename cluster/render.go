@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"path"
 	"strings"
 	"text/template"
@@ -41,6 +42,11 @@ type PoolOptions struct {
 	WritableDirs []string
 	// APIVersion of the extensions group, default v1alpha1.
 	APIVersion string
+	// DenyEgress adds a NetworkPolicy that lets the tenant's pods reach
+	// only the cluster's DNS and EgressCIDRs (where the operator runs the
+	// allowlist proxy, docs/cluster.md); EgressCIDRs alone implies it.
+	DenyEgress  bool
+	EgressCIDRs []string
 }
 
 // PoolName is the name of the SandboxTemplate and SandboxWarmPool that
@@ -106,6 +112,11 @@ func (o PoolOptions) validate() error {
 	for flag, v := range map[string]string{"--cache-mount": o.CacheMount, "--cache-root": o.CacheRoot} {
 		if v != "" && (!path.IsAbs(v) || path.Clean(v) != v || v == "/") {
 			return fmt.Errorf("%s %q: want a clean absolute path other than /", flag, v)
+		}
+	}
+	for _, c := range o.EgressCIDRs {
+		if _, err := netip.ParsePrefix(c); err != nil {
+			return fmt.Errorf("--egress-cidr %q: want a CIDR such as 10.0.5.0/24 or 10.0.5.7/32", c)
 		}
 	}
 	if o.UID <= 0 {
@@ -209,6 +220,40 @@ spec:
   replicas: {{.Replicas}}
   sandboxTemplateRef:
     name: {{q .Name}}
+{{- if or .DenyEgress .EgressCIDRs}}
+---
+# The tenant's sandboxes reach the cluster's DNS and the listed CIDRs only
+# (the egress allowlist proxy, see docs/cluster.md); no other egress.
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: {{q .Name}}
+  namespace: {{q .Namespace}}
+  labels:
+    app.kubernetes.io/managed-by: sbx
+    sbx.dev/tenant: {{q .Tenant}}
+spec:
+  podSelector:
+    matchLabels:
+      sbx.dev/tenant: {{q .Tenant}}
+  policyTypes: ["Egress"]
+  egress:
+  - to:
+    - namespaceSelector: {}
+      podSelector:
+        matchLabels:
+          k8s-app: kube-dns
+    ports:
+    - {protocol: UDP, port: 53}
+    - {protocol: TCP, port: 53}
+{{- if .EgressCIDRs}}
+  - to:
+{{- range .EgressCIDRs}}
+    - ipBlock:
+        cidr: {{q .}}
+{{- end}}
+{{- end}}
+{{- end}}
 `))
 
 // quote writes s as a double-quoted YAML (JSON) string.

@@ -27,7 +27,7 @@ import (
 const clusterUsage = `usage:
   sbx pool render --tenant T --image IMG [--namespace sbx] [--replicas 2] [--runtime-class gvisor]
                   [--memory 4Gi] [--cpu 2] [--cache-mount PATH] [--cache-root /var/lib/sbx/cache]
-                  [--writable-dir PATH]... [--writable-root]
+                  [--writable-dir PATH]... [--writable-root] [--deny-egress] [--egress-cidr CIDR]...
       print a SandboxTemplate and a SandboxWarmPool for one tenant (apply with kubectl apply -f -)
   sbx kubeconfig [--admin-kubeconfig PATH] [--namespace sbx] [--service-account sbx] [--duration 24h] [-o FILE]
       write a kubeconfig for sbx's least-privilege service account (cluster/deploy/rbac.yaml)
@@ -60,6 +60,11 @@ func (c *cli) pool(ctx context.Context, args []string) int {
 	fs.BoolVar(&o.WritableRoot, "writable-root", false, "leave the container's root file system writable (default: read-only, /tmp and "+sandbox.Home+" emptyDirs)")
 	fs.Func("writable-dir", "one more writable emptyDir at this `path` (where the users' code dirs appear, e.g. /work); repeatable", func(v string) error {
 		o.WritableDirs = append(o.WritableDirs, v)
+		return nil
+	})
+	fs.BoolVar(&o.DenyEgress, "deny-egress", false, "add a NetworkPolicy: the pods reach the cluster DNS and the --egress-cidr ranges only")
+	fs.Func("egress-cidr", "a `CIDR` the pods may reach (the allowlist proxy's address; implies --deny-egress); repeatable", func(v string) error {
+		o.EgressCIDRs = append(o.EgressCIDRs, v)
 		return nil
 	})
 	if err := fs.Parse(args[1:]); err != nil || fs.NArg() > 0 {
