@@ -276,9 +276,12 @@ const maxIdleWorkers = 1
 // workerIdleTTL is how long a sandbox without commands keeps its idle
 // worker. Past it the init stops the worker and gives its own free memory
 // back, leaving one process per idle sandbox; the next command starts a
-// worker first (a few milliseconds more, once). An agent's commands
-// usually come seconds apart, so a busy session never pays that.
-const workerIdleTTL = 30 * time.Second
+// worker first (about 15 ms more on a loaded 2-core machine, once) and its
+// sync helper scans the workspace in full, as the worker's watch went with
+// it. An agent's calls come seconds apart, and rarely minutes (a long
+// answer being written), so a session at work does not pay that; one left
+// idle (its agent done, or waiting for its user) gives its memory back.
+const workerIdleTTL = 2 * time.Minute
 
 // trimmer stops the idle workers of a sandbox unused for workerIdleTTL.
 func (s *server) trimmer() {

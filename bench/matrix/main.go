@@ -14,7 +14,8 @@
 //   - output: a command printing 200 MB through the bash tool against the
 //     same command on the host into a pipe;
 //   - memory: PSS of an idle local session (its init and workers), one and
-//     fifty sessions;
+//     fifty sessions, right after a command and past the worker trim (2
+//     minutes idle), and the first command after the trim;
 //   - tree: per size, the initial push against `tar c | tar x`, no-change
 //     `bash true` against the empty code dir, after 10% of the files were
 //     edited, one and 1,000 changed files, `sbx exec --keep -- true` against a
@@ -442,7 +443,7 @@ func (b *bench) sbx(args ...string) (time.Duration, error) {
 
 // memory: PSS of idle local sessions, right after their last command (the
 // init and its one idle worker) and once the init has trimmed its idle
-// worker (workerIdleTTL, 30 s), and what the first command costs then: a
+// worker (workerIdleTTL, 2 minutes), and what the first command costs then: a
 // raw exec (Attach + Exec) into a trimmed sandbox against one into a warm
 // sandbox, alternately.
 func (b *bench) memory(many int) error {
@@ -493,8 +494,9 @@ func (b *bench) memory(many int) error {
 		return m
 	}
 	busy := settle(10 * time.Second)
-	// Past the trim: wait until every init is alone, at most a minute.
-	deadline := time.Now().Add(60 * time.Second)
+	// Past the trim (local's workerIdleTTL, 2 minutes): wait until every
+	// init is alone, at most 4 minutes.
+	deadline := time.Now().Add(4 * time.Minute)
 	for time.Now().Before(deadline) {
 		alone := 0
 		for _, pid := range pids {
