@@ -5,11 +5,13 @@ package local
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -96,6 +98,14 @@ func runWorker() int {
 	// one starts with a full scan. Its descriptors are close-on-exec and
 	// the worker is not dumpable: no command reaches them.
 	sbxsync.WatchHelper = true
+	// And checks them with a full scan now and then, between commands
+	// (VerifyLive leaves a state a command's round trip took alone).
+	go func() {
+		log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+		for range time.Tick(sbxsync.VerifyEvery) {
+			sbxsync.VerifyLive(log)
+		}
+	}()
 	type msg struct {
 		req   workerExec
 		files []*os.File

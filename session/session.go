@@ -87,7 +87,7 @@ type Params struct {
 
 // VerifyEvery is how often a watching session checks its watches with a
 // full scan of its code dirs, between commands (when at least one ran).
-var VerifyEvery = 5 * time.Minute
+var VerifyEvery = sbxsync.VerifyEvery
 
 // ErrCodeDirs means a kept session exists for other code directories.
 var ErrCodeDirs = errors.New("session has other code directories")

@@ -196,6 +196,8 @@ type liveState struct {
 	key   string // the excludes the watch was made with
 	state helperState
 	watch *Watch
+	// verified: VerifyLive found it current (no round trip since).
+	verified bool
 }
 
 // stateLoads counts the state files decoded and stateSaves those written

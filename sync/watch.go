@@ -493,42 +493,13 @@ func (v *Verification) Finish(log *slog.Logger) (missed []string, n int) {
 		if w == nil || w.n == nil || w.full != "" || w.off != "" {
 			continue
 		}
-		pending, broken := w.n.pending()
-		if broken {
+		bad, ok := missedPaths(h.st.Manifests[i], v.scans[k], v.skip[k], w)
+		if !ok {
 			continue // the next scan is a full one anyway
-		}
-		for p := range w.unsettled {
-			pending[p] = true
-		}
-		for _, s := range v.skip[k] {
-			pending[s.Path] = true
-		}
-		excused := func(p string) bool {
-			for q := p; ; q = path.Dir(q) {
-				if pending[q] {
-					return true
-				}
-				if q == "." || !strings.Contains(q, "/") {
-					return false
-				}
-			}
-		}
-		m := h.st.Manifests[i]
-		var bad []string
-		for p, e := range v.scans[k] {
-			if o, ok := m[p]; (!ok || !sameIgnoringHash(o, e)) && !excused(p) {
-				bad = append(bad, p)
-			}
-		}
-		for p, o := range m {
-			if _, ok := v.scans[k][p]; !ok && o.Mode != fs.ModeIrregular && !excused(p) {
-				bad = append(bad, p)
-			}
 		}
 		if len(bad) == 0 {
 			continue
 		}
-		sort.Strings(bad)
 		n += len(bad)
 		for _, p := range bad {
 			if len(missed) < 20 {
@@ -541,4 +512,95 @@ func (v *Verification) Finish(log *slog.Logger) (missed []string, n int) {
 		}
 	}
 	return missed, n
+}
+
+// missedPaths lists the paths where m, kept by w's events, differs from
+// scan, a full scan done since, leaving out those the next incremental scan
+// looks at anyway (named by a pending event, below one, unsettled, or
+// under a directory the scan could not read). ok is false when w is
+// broken (the next scan is a full one).
+func missedPaths(m, scan Manifest, skip []Skip, w *Watch) (bad []string, ok bool) {
+	pending, broken := w.n.pending()
+	if broken {
+		return nil, false
+	}
+	for p := range w.unsettled {
+		pending[p] = true
+	}
+	for _, s := range skip {
+		pending[s.Path] = true
+	}
+	excused := func(p string) bool {
+		for q := p; ; q = path.Dir(q) {
+			if pending[q] {
+				return true
+			}
+			if !strings.Contains(q, "/") {
+				return false
+			}
+		}
+	}
+	for p, e := range scan {
+		if o, ok := m[p]; (!ok || !sameIgnoringHash(o, e)) && !excused(p) {
+			bad = append(bad, p)
+		}
+	}
+	for p, o := range m {
+		if _, ok := scan[p]; !ok && o.Mode != fs.ModeIrregular && !excused(p) {
+			bad = append(bad, p)
+		}
+	}
+	sort.Strings(bad)
+	return bad, true
+}
+
+// VerifyEvery is how often a long-lived process verifies its watches
+// with a full scan (when a round trip ran since the last verification).
+const VerifyEvery = 5 * time.Minute
+
+// VerifyLive checks, as Host's Verification does, what each sync helper
+// state this process keeps in memory (WatchHelper) holds against a full
+// scan of its code dir, beside round trips: a state a round trip took
+// meanwhile is left alone. What the events missed is logged and makes the
+// next round trip scan in full. It returns how many paths were missed.
+func VerifyLive(log *slog.Logger) int {
+	type item struct {
+		file string
+		ls   *liveState
+		root string
+		ex   *Matcher
+	}
+	var items []item
+	live.Lock()
+	for f, ls := range live.m {
+		if w := ls.watch; w != nil && w.n != nil && w.full == "" && w.off == "" && !ls.verified {
+			items = append(items, item{f, ls, w.root, w.ex})
+		}
+	}
+	live.Unlock()
+	total := 0
+	for _, it := range items {
+		sc := &Scanner{Exclude: it.ex, Workers: 2}
+		scan, err := sc.Scan(it.root, nil)
+		if err != nil {
+			continue
+		}
+		live.Lock()
+		if live.m[it.file] != it.ls {
+			live.Unlock()
+			continue // a round trip took it meanwhile: its scan is newer
+		}
+		bad, ok := missedPaths(it.ls.state.Manifest, scan, sc.Skipped, it.ls.watch)
+		if ok && len(bad) > 0 {
+			it.ls.watch.Invalidate("the verification scan found changes the events missed")
+		} else if ok {
+			it.ls.verified = true // until the next round trip
+		}
+		live.Unlock()
+		if len(bad) > 0 && log != nil {
+			log.Warn("sync: the file-system events missed changes; the next round trip scans in full", "dir", it.root, "paths", len(bad), "first", bad[:min(len(bad), 5)])
+		}
+		total += len(bad)
+	}
+	return total
 }

@@ -43,6 +43,18 @@ type inotify struct {
 	done    chan struct{}
 }
 
+// maxWatches bounds the directories one watch follows (each an inotify
+// watch, ~1 KiB of kernel memory, counted against the user's
+// fs.inotify.max_user_watches): past it, watching stops for good and every
+// scan is a full one, so a tree (or a sandboxed command making directories)
+// cannot use up the budget other programs of the user need.
+var maxWatches = 65536
+
+// maxTouched bounds the paths one round's events may name: past it they are
+// forgotten and the next scan is a full one (a command that rewrote a whole
+// tree costs a scan, not a map of every path).
+var maxTouched = 1 << 18
+
 func newInotify(root string) (*inotify, error) {
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
@@ -63,6 +75,12 @@ func (n *inotify) add(rel string) error {
 	full := n.root
 	if rel != "" {
 		full = filepath.Join(n.root, filepath.FromSlash(rel))
+	}
+	n.mu.Lock()
+	many := len(n.dirs) >= maxWatches
+	n.mu.Unlock()
+	if many {
+		return fmt.Errorf("%w: %s has more than %d directories; full scans are used instead", errWatchLimit, n.root, maxWatches)
 	}
 	wd, err := unix.InotifyAddWatch(n.fd, full, watchMask)
 	if err != nil {
@@ -191,6 +209,9 @@ func (n *inotify) eventLocked(wd int32, mask uint32, name string) {
 		}
 		if p != "" {
 			n.touched[p] = true
+		}
+		if len(n.touched) > maxTouched {
+			n.breakLocked(fmt.Sprintf("more than %d paths changed", maxTouched))
 		}
 	}
 }

@@ -108,3 +108,97 @@ func TestVerifyFindsMissedEvents(t *testing.T) {
 		t.Fatalf("a verification a round trip overtook reported %d", n)
 	}
 }
+
+// TestVerifyLiveFindsMissedEvents is TestVerifyFindsMissedEvents for the
+// sandbox side: the states a long-lived helper process keeps in memory.
+func TestVerifyLiveFindsMissedEvents(t *testing.T) {
+	WatchHelper = true
+	defer func() { WatchHelper = false }()
+	p := newPair(t)
+	put(t, filepath.Join(p.host, "d", "b"), "b")
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(filepath.Join(p.host, "d", "b"), old, old)
+	p.sync(nil)
+	p.sync(nil)
+	os.Chtimes(filepath.Join(p.sandbox, "d", "b"), old, old)
+	p.sync(nil) // the sandbox's copy settled too
+	if n := VerifyLive(nil); n != 0 {
+		t.Fatalf("in step, the verification found %d", n)
+	}
+	p.sync(nil) // a verified state is verified again after a round trip
+	put(t, filepath.Join(p.sandbox, "d", "b"), "sandbox")
+	w := helperWatch(p)
+	if w == nil {
+		t.Fatal("the helper keeps no watch")
+	}
+	w.n.take() // its event lost
+	if n := VerifyLive(nil); n != 1 {
+		t.Fatalf("a sandbox change whose event was lost: the verification found %d, want 1", n)
+	}
+	p.sync(nil)
+	if got := read(t, filepath.Join(p.host, "d", "b")); got != "sandbox" {
+		t.Fatalf("after the verification the host has %q, want the sandbox's edit", got)
+	}
+}
+
+// TestWatchBounds: a tree past the watch bound is scanned in full from
+// then on, and a round whose events name more paths than their bound is a
+// full scan; both still find every change.
+func TestWatchBounds(t *testing.T) {
+	ex := mustMatcher(DefaultExcludes)
+	sc := &Scanner{Exclude: ex}
+	changed := func(ch []Change) map[string]bool {
+		out := map[string]bool{}
+		for _, c := range ch {
+			out[c.Path] = true
+		}
+		return out
+	}
+
+	defer func(n int) { maxWatches = n }(maxWatches)
+	maxWatches = 3
+	root := t.TempDir()
+	for _, d := range []string{"a", "b", "c", "d"} {
+		put(t, filepath.Join(root, d, "f"), "x")
+	}
+	w := NewWatch(root, ex)
+	defer w.Close()
+	m := Manifest{}
+	if _, _, err := sc.Update(root, m, w); err != nil {
+		t.Fatal(err)
+	}
+	if w.off == "" {
+		t.Fatal("a tree of 5 directories watched under a bound of 3")
+	}
+	put(t, filepath.Join(root, "d", "f"), "y!")
+	full0 := fullScans.Load()
+	ch, _, err := sc.Update(root, m, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fullScans.Load() == full0 || !changed(ch)["d/f"] {
+		t.Fatalf("past the watch bound: full scan %v, changes %+v", fullScans.Load() != full0, ch)
+	}
+	maxWatches = 65536
+
+	defer func(n int) { maxTouched = n }(maxTouched)
+	maxTouched = 2
+	root = t.TempDir()
+	w2 := NewWatch(root, ex)
+	defer w2.Close()
+	m = Manifest{}
+	if _, _, err := sc.Update(root, m, w2); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"p", "q", "r", "s"} {
+		put(t, filepath.Join(root, n), n)
+	}
+	full0 = fullScans.Load()
+	ch, _, err = sc.Update(root, m, w2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := changed(ch); fullScans.Load() == full0 || len(got) != 4 {
+		t.Fatalf("4 paths over a bound of 2: full scan %v, changes %+v", fullScans.Load() != full0, ch)
+	}
+}
