@@ -43,6 +43,9 @@ var commands = []sbxcli.Command{
                  forward the host's 127.0.0.1:HOSTPORT to a port in a kept
                  session's sandbox (a dev server) until Ctrl-C or the session ends
 `},
+	{Name: "proxy", Run: proxyCmd, Usage: `  proxy --listen ADDRESS [--allow-net HOST]...
+                 the egress allowlist proxy on its own, for cluster pods
+`},
 	{Name: "cache", Run: cacheCmd, Usage: `  cache ls | cache prune [--older-than DURATION]
                  the package caches sbx shares between sessions: sizes, removal
 `},

@@ -3,7 +3,9 @@ package main
 import (
 	"bufio"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"regexp"
@@ -92,4 +94,56 @@ func TestPortForward(t *testing.T) {
 		fwd2.Wait()
 		t.Fatalf("closed port: stderr %q", f2err.String())
 	}
+}
+
+// sbx proxy: the allowlist proxy on its own serves a listed address and
+// refuses another with its message.
+func TestProxyCommand(t *testing.T) {
+	w := newWorld(t)
+	srv := newHelloServer(t)
+	p := exec.Command(sbxBin, "proxy", "--listen", "127.0.0.1:0", "--allow-net", srv)
+	p.Dir, p.Env = w.code, w.env
+	out, _ := p.StdoutPipe()
+	var stderr strings.Builder
+	p.Stderr = &stderr
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { p.Process.Kill(); p.Wait() }()
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	m := regexp.MustCompile(`listening on (127\.0\.0\.1:\d+)`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("sbx proxy said %q %q", line, stderr.String())
+	}
+	c := &http.Client{Transport: &http.Transport{Proxy: func(*http.Request) (*url.URL, error) { return url.Parse("http://" + m[1]) }}}
+	resp, err := c.Get("http://" + srv + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "hello" {
+		t.Fatalf("listed: %d %q", resp.StatusCode, body)
+	}
+	resp, err = c.Get("http://127.0.0.1:9/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 403 || !strings.Contains(string(body), "refused") {
+		t.Fatalf("unlisted: %d %q", resp.StatusCode, body)
+	}
+}
+
+func newHelloServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello") })}
+	go s.Serve(ln)
+	t.Cleanup(func() { s.Close() })
+	return ln.Addr().String()
 }
