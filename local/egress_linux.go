@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -32,6 +33,11 @@ import (
 
 // EgressPort is the proxy's port on the sandbox's own loopback.
 const EgressPort = 3128
+
+// MaxEgressConns bounds the proxy connections one sandbox holds open on the
+// host at once (each is a socket and a goroutine or two in the proxy's
+// process); one past it is closed at once.
+const MaxEgressConns = 512
 
 // egressConfig is what the proxy process is told, over a pipe (the CA's key
 // with it: never in a file).
@@ -284,6 +290,7 @@ func runEgress() int {
 	fmt.Fprintln(ready, "ok")
 	ready.Close()
 	ln := &chanListener{ch: make(chan net.Conn), done: make(chan struct{}), addr: c.LocalAddr()}
+	var active atomic.Int64
 	go p.Serve(ln)
 	for {
 		files, err := ic.readFrame(&r)
@@ -303,6 +310,13 @@ func runEgress() int {
 			if err != nil {
 				continue
 			}
+			if active.Add(1) > MaxEgressConns {
+				active.Add(-1)
+				conn.Close()
+				fmt.Fprintf(os.Stderr, "sbx egress: over %d connections at once; one refused\n", MaxEgressConns)
+				continue
+			}
+			conn = &countedConn{Conn: conn, n: &active}
 			select {
 			case ln.ch <- conn:
 			case <-ln.done:
@@ -310,6 +324,26 @@ func runEgress() int {
 			}
 		}
 	}
+}
+
+// countedConn gives its place back once, when closed.
+type countedConn struct {
+	net.Conn
+	n    *atomic.Int64
+	once sync.Once
+}
+
+func (c *countedConn) Close() error {
+	c.once.Do(func() { c.n.Add(-1) })
+	return c.Conn.Close()
+}
+
+// CloseWrite keeps half-close working through the wrapper (tunnels).
+func (c *countedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Conn.Close()
 }
 
 // chanListener is a net.Listener fed with connections.

@@ -120,3 +120,39 @@ func TestEgressUnresolvableHost(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// A sandbox that opens connection after connection to the proxy holds at
+// most MaxEgressConns of them on the host; the next is closed at once, and
+// once it lets go the proxy serves again.
+func TestEgressConnectionBound(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	defer srv.Close()
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	state := shortTempDir(t)
+	work := filepath.Join(state, "work")
+	os.MkdirAll(work, 0o755)
+	p := &Provider{Version: "test", Egress: &Egress{Allow: []string{"127.0.0.1:" + strconv.Itoa(port)}}}
+	sb, err := p.Claim(context.Background(), sandbox.Spec{Name: "bound", StateDir: state, Mounts: []sandbox.Mount{{Source: work, Target: "/srv/code"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Release(context.Background())
+	url := "http://127.0.0.1:" + strconv.Itoa(port) + "/"
+	script := "for i in $(seq " + strconv.Itoa(MaxEgressConns) + "); do exec {fd}<>/dev/tcp/127.0.0.1/3128 || exit 9; done; " +
+		"curl -sS --max-time 10 --noproxy '' " + url + "; echo \" rc=$?\""
+	out, res := run(t, sb, "ulimit -n 4096; bash -c '"+strings.ReplaceAll(script, "'", `'\''`)+"'")
+	if res.ExitCode != 0 || strings.Contains(out, "ok rc=0") || !strings.Contains(out, "rc=52") && !strings.Contains(out, "rc=56") {
+		t.Fatalf("past the bound: exit %d %q", res.ExitCode, out)
+	}
+	// The held connections went with that command: the proxy serves again.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, _ = run(t, sb, "curl -sS --max-time 5 --noproxy '' "+url)
+		if out == "ok" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the held connections closed: %q", out)
+		}
+	}
+}
