@@ -48,7 +48,7 @@ func (s *Session) checkWorkspace() error {
 	}
 	var total int64
 	for i := range s.params.CodeDirs {
-		n, err := diskUsage(s.workDir(i), limit-total)
+		n, err := s.workspaceUsage(i, limit-total)
 		total += n
 		if err != nil {
 			return fmt.Errorf("measure the sandbox's workspace against the disk limit: %w; nothing of this command was brought back", err)
@@ -89,4 +89,17 @@ func sizeText(n int64) string {
 		}
 	}
 	return fmt.Sprintf("%d", n)
+}
+
+// workspaceUsage is diskUsage of workspace i, kept current from file-system
+// events in a watching session (Params.Watch: sbx-mcp), so that the check
+// after each command costs what the command changed. Called with s.run held.
+func (s *Session) workspaceUsage(i int, stop int64) (int64, error) {
+	if s.usage != nil && i < len(s.usage) && s.usage[i].Watching() {
+		n, err := s.usage[i].Total()
+		if !sbxsync.UsageOff(err) {
+			return n, err
+		}
+	}
+	return diskUsage(s.workDir(i), stop)
 }

@@ -138,6 +138,8 @@ type Session struct {
 	// dropped is closed when a dropped sandbox's release has ended; the
 	// next claim waits for it (mu).
 	dropped chan struct{}
+	// usage counts each workspace's disk from events (Params.Watch); run.
+	usage []*sbxsync.Usage
 	// stopVerify ends the verification of a watching session (Params.Watch).
 	stopVerify     chan struct{}
 	stopVerifyOnce sync.Once
@@ -210,6 +212,9 @@ func (m *Manager) Open(ctx context.Context, name string, p Params) (*Session, er
 	}
 	if p.Watch {
 		s.sync.Watch(m.log)
+		for i := range p.CodeDirs {
+			s.usage = append(s.usage, sbxsync.NewUsage(s.workDir(i)))
+		}
 		s.stopVerify = make(chan struct{})
 		go s.verifyLoop()
 	}
@@ -259,6 +264,10 @@ func (s *Session) stopWatching() {
 		close(s.stopVerify)
 		s.run.Lock()
 		s.sync.Close()
+		for _, u := range s.usage {
+			u.Close()
+		}
+		s.usage = nil
 		s.run.Unlock()
 	})
 }

@@ -39,7 +39,12 @@ type inotify struct {
 	dirs    map[string]int32 // directory -> its watch: those whose events come
 	touched map[string]bool  // paths to stat again
 	broken  string           // why the next scan must be a full one
-	dead    bool             // the reader has ended
+	// strict (a Usage's watch): no IN_EXCL_UNLINK, and a write to a name
+	// that is gone by the next take (an unlinked file written through a
+	// descriptor, whose other names no event names) is listed in written.
+	strict  bool
+	written map[string]bool
+	dead    bool // the reader has ended
 	done    chan struct{}
 }
 
@@ -55,12 +60,14 @@ var maxWatches = 65536
 // tree costs a scan, not a map of every path).
 var maxTouched = 1 << 18
 
-func newInotify(root string) (*inotify, error) {
+func newInotify(root string) (*inotify, error) { return newInotifyMode(root, false) }
+
+func newInotifyMode(root string, strict bool) (*inotify, error) {
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return nil, fmt.Errorf("inotify_init1: %w", err)
 	}
-	n := &inotify{root: root, fd: fd, wds: map[int32]string{}, dirs: map[string]int32{}, touched: map[string]bool{}, done: make(chan struct{})}
+	n := &inotify{root: root, fd: fd, wds: map[int32]string{}, dirs: map[string]int32{}, touched: map[string]bool{}, done: make(chan struct{}), strict: strict, written: map[string]bool{}}
 	if err := unix.Pipe2(n.wake[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("pipe2: %w", err)
@@ -82,7 +89,11 @@ func (n *inotify) add(rel string) error {
 	if many {
 		return fmt.Errorf("%w: %s has more than %d directories; full scans are used instead", errWatchLimit, n.root, maxWatches)
 	}
-	wd, err := unix.InotifyAddWatch(n.fd, full, watchMask)
+	mask := uint32(watchMask)
+	if n.strict {
+		mask &^= unix.IN_EXCL_UNLINK
+	}
+	wd, err := unix.InotifyAddWatch(n.fd, full, mask)
 	if err != nil {
 		if errors.Is(err, unix.ENOSPC) {
 			return fmt.Errorf("%w: watch %s: the inotify watch limit is reached (fs.inotify.max_user_watches); full scans are used instead", errWatchLimit, full)
@@ -209,6 +220,9 @@ func (n *inotify) eventLocked(wd int32, mask uint32, name string) {
 		}
 		if p != "" {
 			n.touched[p] = true
+			if n.strict && mask&unix.IN_MODIFY != 0 {
+				n.written[p] = true
+			}
 		}
 		if len(n.touched) > maxTouched {
 			n.breakLocked(fmt.Sprintf("more than %d paths changed", maxTouched))
@@ -221,6 +235,7 @@ func (n *inotify) breakLocked(why string) {
 		n.broken = why
 	}
 	clear(n.touched)
+	clear(n.written)
 }
 
 // take returns the paths touched since the last take, or why a full scan
@@ -239,6 +254,15 @@ func (n *inotify) take() (map[string]bool, string) {
 	t := n.touched
 	n.touched = map[string]bool{}
 	return t, ""
+}
+
+// takeWritten returns the paths written since the last call (strict only).
+func (n *inotify) takeWritten() map[string]bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	w := n.written
+	n.written = map[string]bool{}
+	return w
 }
 
 // pending is a copy of the paths touched since the last take (the queue

@@ -11,6 +11,10 @@ const watchSupported = false
 type inotify struct{}
 
 func newInotify(string) (*inotify, error) { return nil, errors.New("no inotify on this system") }
+func newInotifyMode(string, bool) (*inotify, error) {
+	return nil, errors.New("no inotify on this system")
+}
+func (*inotify) takeWritten() map[string]bool { return nil }
 
 func (*inotify) add(string) error                 { return nil }
 func (*inotify) watched(string) bool              { return false }
