@@ -702,7 +702,7 @@ func (b *bench) tree(n int) error {
 	if err != nil {
 		return err
 	}
-	row("initial push (first `bash true`, claim included) vs `tar c | tar x`", dPush, dTar, "tar", "throughput >= 0.5x: time <= 2x")
+	row("initial push (first `bash true`, claim included) vs `tar c \\| tar x`", dPush, dTar, "tar", "throughput >= 0.5x: time <= 2x")
 	os.RemoveAll(tarDir)
 
 	if _, err := s.times("true", 3); err != nil {
