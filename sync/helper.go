@@ -516,7 +516,22 @@ func (h *Helper) Collect(pull io.Writer) HelperReply {
 		// The manifest becomes the tree as it is now, in place; u undoes
 		// it unless the host acknowledges this pull.
 		before := hd.state.Manifest
-		changes, u, err := sc.Update(hd.d.Path, hd.state.Manifest, hd.watch)
+		var (
+			changes []Change
+			u       Undo
+			err     error
+		)
+		if hd.watch == nil {
+			// No watch (a helper process per command): the scan's result
+			// becomes the manifest, not copied into the old one.
+			var cur Manifest
+			if cur, err = sc.Scan(hd.d.Path, before); err == nil {
+				changes, u = Diff(before, cur), undoOf(before, cur)
+				hd.state.Manifest = cur
+			}
+		} else {
+			changes, u, err = sc.Update(hd.d.Path, hd.state.Manifest, hd.watch)
+		}
 		if err != nil {
 			h.abandon()
 			h.reply.Error = err.Error()
