@@ -86,9 +86,10 @@ func TestDiff(t *testing.T) {
 `), 0o644)
 	env := []string{"XDG_CACHE_HOME=" + cacheHome, "GOPROXY=" + goenv[0], "GOSUMDB=" + goenv[1], "GOTOOLCHAIN=local",
 		"SBX_FORWARD_ENV=GOPROXY,GOSUMDB,GOTOOLCHAIN"}
+	sbxAs := ordinaryUser(t, w, cacheHome)
 
 	// Not listed: an address allowed, the registry refused by the proxy.
-	r := w.sbxEnv(t, w.code, env, "exec", "--session", "nolist", "--allow-net", "127.0.0.1:1", "--", "go mod tidy")
+	r := sbxAs(t, w.code, env, "exec", "--session", "nolist", "--allow-net", "127.0.0.1:1", "--", "go mod tidy")
 	if r.code == 0 || !strings.Contains(r.stdout+r.stderr, "Forbidden") {
 		t.Fatalf("go mod tidy without the registry in allow_net: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
@@ -97,7 +98,7 @@ func TestDiff(t *testing.T) {
 	for _, h := range hosts {
 		args = append(args, "--allow-net", h)
 	}
-	r = w.sbxEnv(t, w.code, env, append(args, "--", "go mod tidy && go test ./...")...)
+	r = sbxAs(t, w.code, env, append(args, "--", "go mod tidy && go test ./...")...)
 	if r.code != 0 || !strings.Contains(r.stdout, "ok") {
 		t.Fatalf("go test through allow_net %v: exit %d\n%s%s", hosts, r.code, r.stdout, r.stderr)
 	}
@@ -109,7 +110,7 @@ func TestDiff(t *testing.T) {
 	// is refused with the proxy's message.
 	if npmReg, err := exec.Command("npm", "config", "get", "registry").Output(); err == nil {
 		u, _ := url.Parse(strings.TrimSpace(string(npmReg)))
-		r = w.sbxEnv(t, w.code, env, "exec", "--session", "list", "--keep", "--", "curl -sS http://"+u.Hostname()+"/")
+		r = sbxAs(t, w.code, env, "exec", "--session", "list", "--keep", "--", "curl -sS http://"+u.Hostname()+"/")
 		if !strings.Contains(r.stdout, "sbx egress proxy: refused") || !strings.Contains(r.stdout, "--allow-net "+u.Hostname()) {
 			t.Fatalf("a host not listed: %q %q", r.stdout, r.stderr)
 		}
@@ -121,9 +122,9 @@ func TestDiff(t *testing.T) {
 	if !strings.Contains(audit, `"where":"egress"`) || !strings.Contains(audit, `"allowed":false`) || !strings.Contains(audit, `"allowed":true`) {
 		t.Fatalf("audit logs:\n%s", audit)
 	}
-	w.sbx(t, w.code, "release", "--session", "list")
+	sbxAs(t, w.code, nil, "release", "--session", "list")
 	// A new session, no network at all: the shared module cache has it.
-	r = w.sbxEnv(t, w.code, append(env, "GOPROXY=off", "GOFLAGS=-mod=mod", "SBX_FORWARD_ENV=GOPROXY,GOFLAGS,GOTOOLCHAIN"), "exec", "--", "go test -count=1 ./...")
+	r = sbxAs(t, w.code, append(env, "GOPROXY=off", "GOFLAGS=-mod=mod", "SBX_FORWARD_ENV=GOPROXY,GOFLAGS,GOTOOLCHAIN"), "exec", "--", "go test -count=1 ./...")
 	if r.code != 0 {
 		t.Fatalf("second session with GOPROXY=off: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
