@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/sbx-sh/sbx/sandbox"
 )
@@ -155,5 +157,53 @@ func TestClaimHoldsMemoryLimit(t *testing.T) {
 				t.Errorf("the refused claim was not deleted: %d claims left", len(list.Items))
 			}
 		})
+	}
+}
+
+// A container that the kubelet started again (its init exited, an OOM
+// kill) is a new sandbox in the same pod: the watch sees its restart count
+// rise, and no later command runs in it as if it were the session's.
+func TestPodWatchSeesContainerRestart(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := newFakeCluster(t, "v1alpha1", pool("p", "busybox", 2))
+	// The controller's pods report the container's status.
+	f.kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		pod := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
+		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "sandbox", RestartCount: 2}}
+		return false, nil, nil
+	})
+	f.controller(t, ctx)
+	p := NewForClients(Config{Pool: "p", Owner: "alice", IdleTTL: time.Hour, ClaimTimeout: 10 * time.Second}, nil, f.kube, f.dyn, f.disc, nil)
+	sb, err := p.Claim(ctx, sandbox.Spec{Name: "restart", StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sb.(*Sandbox)
+	if !s.restartsKnown || s.restarts != 2 {
+		t.Fatalf("restarts %d (known %v), want 2 from the pod's status", s.restarts, s.restartsKnown)
+	}
+	s.ensureWatch()
+	defer s.closeMux()
+	pod, err := f.kube.CoreV1().Pods("sbx").Get(ctx, s.Pod(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Status.ContainerStatuses[0].RestartCount = 3
+	if _, err := f.kube.CoreV1().Pods("sbx").UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for s.goneReason() == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("the container's restart was not seen in 10 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if why := s.goneReason(); !strings.Contains(why, "container sandbox of pod "+s.Pod()+" restarted") {
+		t.Errorf("gone because %q", why)
+	}
+	if _, err := s.Exec(ctx, &sandbox.Cmd{Argv: []string{"true"}}); !errors.Is(err, sandbox.ErrUnreachable) {
+		t.Errorf("exec after the restart: %v; want ErrUnreachable", err)
 	}
 }

@@ -521,6 +521,11 @@ func (p *Provider) sandboxFor(ctx context.Context, a *api, claim *unstructured.U
 	if m, ok := pod.Spec.Containers[0].Resources.Limits[corev1.ResourceMemory]; ok {
 		sb.podMemory = m.Value()
 	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == sb.container {
+			sb.restarts, sb.restartsKnown = cs.RestartCount, true
+		}
+	}
 	if t, _, _ := unstructured.NestedString(claim.Object, "spec", "lifecycle", "shutdownTime"); t != "" {
 		sb.shutdown, _ = time.Parse(time.RFC3339, t)
 	}

@@ -21,13 +21,17 @@ import (
 
 // Sandbox is one claimed sandbox: a SandboxClaim and the pod behind it.
 type Sandbox struct {
-	p                   *Provider
-	a                   *api
-	ns, claim, uid      string
-	pod, container      string
-	session, stateDir   string
-	ttl                 time.Duration
-	podMemory           int64 // the pod's memory limit in bytes, 0 when none (checkLimits)
+	p                 *Provider
+	a                 *api
+	ns, claim, uid    string
+	pod, container    string
+	session, stateDir string
+	ttl               time.Duration
+	podMemory         int64 // the pod's memory limit in bytes, 0 when none (checkLimits)
+	// restarts is the container's restart count when sbx found the pod
+	// (restartsKnown): a higher one means a new container (podGone).
+	restarts            int32
+	restartsKnown       bool
 	mu                  sync.Mutex
 	shutdown, lastRenew time.Time
 	released            bool
@@ -209,6 +213,16 @@ func (s *Sandbox) podGone(pod *corev1.Pod) string {
 		return fmt.Sprintf("pod %s is %s", s.pod, pod.Status.Phase)
 	case pod.Labels[labelClaimUID] != "" && pod.Labels[labelClaimUID] != s.uid:
 		return "pod " + s.pod + " now belongs to another claim"
+	}
+	if s.restartsKnown {
+		for _, cs := range pod.Status.ContainerStatuses {
+			if cs.Name == s.container && cs.RestartCount > s.restarts {
+				// The kubelet started the container again (its init exited,
+				// an OOM kill): the helper, the commands and every file
+				// outside the pod's volumes are gone, though the pod is not.
+				return fmt.Sprintf("container %s of pod %s restarted (%d restarts, %d when claimed): its processes and files are gone", s.container, s.pod, cs.RestartCount, s.restarts)
+			}
+		}
 	}
 	return ""
 }
