@@ -944,6 +944,9 @@ func (s *Session) finalPull(ctx context.Context, sb sandbox.Sandbox) {
 		return
 	}
 	defer l.unlock()
+	// Both sides scan in full: the last chance for what no event reported
+	// (a write through a shared mmap).
+	s.sync.FullScanNext()
 	rep, err := s.syncOnly(ctx, sb)
 	s.lastRelease = rep
 	if err != nil {

@@ -42,6 +42,10 @@ type HelperRequest struct {
 	// Files are written before the push is applied, outside the sync (the
 	// sandbox's git config, rendered from allowlists): whole, each time.
 	Files []HelperFile `json:"files,omitempty"`
+	// FullScan makes a watching helper scan in full (the last pull-back
+	// before a release: inotify never reports a write through a shared
+	// mmap, which only a full scan sees).
+	FullScan bool `json:"full_scan,omitempty"`
 }
 
 // HelperFile is one file the host writes into the sandbox.
@@ -177,6 +181,9 @@ func NewHelper(req HelperRequest) (*Helper, error) {
 		if d.Reset {
 			hd.dirty = true
 			hd.watch.Invalidate("the host reset the sandbox side")
+		}
+		if req.FullScan {
+			hd.watch.Invalidate("the host asked for a full scan")
 		}
 		h.dirs = append(h.dirs, hd)
 	}

@@ -59,6 +59,8 @@ type Host struct {
 	sig string
 	// rounds counts the round trips begun, for Verify.
 	rounds uint64
+	// fullNext asks the next round trip's helper for a full scan.
+	fullNext bool
 }
 
 // Watch makes the host side keep its manifests current from file-system
@@ -71,6 +73,15 @@ func (h *Host) Watch(log *slog.Logger) {
 			d.watch = NewWatch(d.cfg.Path, d.ex)
 			d.watch.Log = log
 		}
+	}
+}
+
+// FullScanNext makes the next round trip scan both sides in full, whatever
+// the watches saw (the last pull-back before a release).
+func (h *Host) FullScanNext() {
+	h.fullNext = true
+	for _, d := range h.dirs {
+		d.watch.Invalidate("a full scan was asked for")
 	}
 }
 
@@ -340,7 +351,8 @@ func (h *Host) Begin() (*Round, Report, error) {
 		rand.Read(seq[:])
 	}
 	h.st.Seq = binary.LittleEndian.Uint64(seq[:])
-	r := &Round{h: h, Request: HelperRequest{Version: ProtocolVersion, Seq: h.st.Seq, Ack: h.st.Ack}}
+	r := &Round{h: h, Request: HelperRequest{Version: ProtocolVersion, Seq: h.st.Seq, Ack: h.st.Ack, FullScan: h.fullNext}}
+	h.fullNext = false
 	held, err := readHeld(h.heldDir())
 	if err != nil {
 		return nil, recovered, err

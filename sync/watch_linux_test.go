@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestWatchedSameTickRewrite: a file rewritten with the same size right
@@ -200,5 +202,41 @@ func TestWatchBounds(t *testing.T) {
 	}
 	if got := changed(ch); fullScans.Load() == full0 || len(got) != 4 {
 		t.Fatalf("4 paths over a bound of 2: full scan %v, changes %+v", fullScans.Load() != full0, ch)
+	}
+}
+
+// TestFullScanNextSeesMmapWrites: inotify never reports a write through a
+// shared mmap; the round trip after FullScanNext (the last pull-back before
+// a release) scans both sides in full and brings it back.
+func TestFullScanNextSeesMmapWrites(t *testing.T) {
+	WatchHelper = true
+	defer func() { WatchHelper = false }()
+	p := newPair(t)
+	p.h.Watch(nil)
+	defer p.h.Close()
+	put(t, filepath.Join(p.host, "db"), "aaaaaaaa")
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(filepath.Join(p.host, "db"), old, old)
+	p.sync(nil)
+	os.Chtimes(filepath.Join(p.sandbox, "db"), old, old)
+	p.sync(nil)
+	p.sync(nil)
+	f, err := os.OpenFile(filepath.Join(p.sandbox, "db"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := unix.Mmap(int(f.Fd()), 0, 8, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(mem, "bbbbbbbb")
+	unix.Munmap(mem)
+	f.Close()
+	p.sync(nil)
+	t.Logf("after an incremental round trip the host has %q", read(t, filepath.Join(p.host, "db")))
+	p.h.FullScanNext()
+	p.sync(nil)
+	if got := read(t, filepath.Join(p.host, "db")); got != "bbbbbbbb" {
+		t.Fatalf("a write through mmap, after a full scan: the host has %q", got)
 	}
 }
