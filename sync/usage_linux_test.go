@@ -109,3 +109,31 @@ func TestUsageFollowsTheTree(t *testing.T) {
 }
 
 var usageSeeds = int64(100)
+
+// TestUsageTempRename: a file written under a temporary name and renamed
+// into place (how the sync's apply writes) is counted from its events, not
+// taken for a write to an unlinked file (a full count).
+func TestUsageTempRename(t *testing.T) {
+	root := t.TempDir()
+	put(t, filepath.Join(root, "d", "f"), "old")
+	u := NewUsage(root)
+	defer u.Close()
+	if _, err := u.Total(); err != nil {
+		t.Fatal(err)
+	}
+	n := u.n
+	put(t, filepath.Join(root, "d", ".tmp"), string(make([]byte, 50000)))
+	if err := os.Rename(filepath.Join(root, "d", ".tmp"), filepath.Join(root, "d", "f")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := u.Total()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.n != n {
+		t.Fatal("a temporary name renamed into place made a full count")
+	}
+	if want := duOracle(root); got != want {
+		t.Fatalf("the count is %d, a walk finds %d", got, want)
+	}
+}

@@ -220,8 +220,14 @@ func (n *inotify) eventLocked(wd int32, mask uint32, name string) {
 		}
 		if p != "" {
 			n.touched[p] = true
-			if n.strict && mask&unix.IN_MODIFY != 0 {
+			switch {
+			case !n.strict:
+			case mask&unix.IN_MODIFY != 0:
 				n.written[p] = true
+			case mask&unix.IN_MOVED_FROM != 0:
+				// Renamed, not unlinked (a temporary name put in place):
+				// its new name has an event of its own.
+				delete(n.written, p)
 			}
 		}
 		if len(n.touched) > maxTouched {
