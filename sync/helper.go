@@ -411,8 +411,10 @@ func (h *Helper) Apply(push io.Reader) error {
 			if e.Mode.IsRegular() && e.MTime < racy {
 				e.Hash = ""
 			}
-			if !e.Mode.IsDir() {
-				forget(m, it.Path, false) // a directory it replaced went with what it held
+			if old, had := m[it.Path]; had && old.Mode.IsDir() && !e.Mode.IsDir() {
+				// A directory it replaced went with what it held (a walk
+				// of the manifest: only when there was one).
+				forget(m, it.Path, false)
 			}
 			m[it.Path] = e
 			return nil

@@ -30,6 +30,7 @@ type Usage struct {
 	// one changes what the others count, with no event naming them).
 	names map[uint64]map[string]bool
 	inoOf map[string]uint64
+	dirs  map[string]bool // the directories counted (what a removal walks below)
 }
 
 // NewUsage prepares counting root.
@@ -121,7 +122,7 @@ func (u *Usage) Total() (int64, error) {
 	}
 	u.n = n
 	u.cost, u.total = map[string]int64{}, 0
-	u.names, u.inoOf = map[uint64]map[string]bool{}, map[string]uint64{}
+	u.names, u.inoOf, u.dirs = map[uint64]map[string]bool{}, map[string]uint64{}, map[string]bool{}
 	if !u.walk(r, "") {
 		u.Close()
 		u.cost = nil
@@ -147,7 +148,17 @@ func (u *Usage) set(p string, c int64) {
 	u.cost[p] = c
 }
 
+// dropBelow forgets what the directory p held.
+func (u *Usage) dropBelow(p string) {
+	for q := range u.cost {
+		if strings.HasPrefix(q, p+"/") {
+			u.drop(q)
+		}
+	}
+}
+
 func (u *Usage) drop(p string) {
+	delete(u.dirs, p)
 	if c, ok := u.cost[p]; ok {
 		u.total -= c
 		delete(u.cost, p)
@@ -191,6 +202,9 @@ func (u *Usage) walk(r *os.Root, p string) bool {
 		}
 		u.set(q, costOf(fi))
 		u.note(q, fi)
+		if fi.IsDir() {
+			u.dirs[q] = true
+		}
 		if fi.IsDir() && !u.walk(r, q) {
 			return false
 		}
@@ -213,17 +227,22 @@ func (u *Usage) update(r *os.Root, touched map[string]bool) bool {
 	}
 	for _, p := range sortedKeys(touched) {
 		fi, err := r.Lstat(p)
-		if err != nil {
-			// Gone (or now below a link out of the tree): it and what it held.
-			u.drop(p)
-			for q := range u.cost {
-				if strings.HasPrefix(q, p+"/") {
-					u.drop(q)
-				}
+		if err != nil || (u.dirs[p] && !fi.IsDir()) {
+			// Gone (or now below a link out of the tree, or no longer a
+			// directory): what it held goes.
+			if u.dirs[p] {
+				u.dropBelow(p)
+				delete(u.dirs, p)
 			}
-			continue
+			if err != nil {
+				u.drop(p)
+				continue
+			}
 		}
 		u.set(p, costOf(fi))
+		if fi.IsDir() {
+			u.dirs[p] = true
+		}
 		u.note(p, fi)
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok && fi.Mode().IsRegular() && st.Nlink > 1 {
 			for q := range u.names[uint64(st.Ino)] {
@@ -235,11 +254,8 @@ func (u *Usage) update(r *os.Root, touched map[string]bool) bool {
 			}
 		}
 		if fi.IsDir() && !u.n.watched(p) {
-			for q := range u.cost {
-				if strings.HasPrefix(q, p+"/") {
-					u.drop(q)
-				}
-			}
+			u.dropBelow(p)
+			u.dirs[p] = true
 			if !u.walk(r, p) {
 				return false
 			}
