@@ -64,6 +64,7 @@ func All(p *Sessions) []ServerTool {
 		EditTool(p),
 		ApplyPatchTool(p),
 		ReleaseTool(p),
+		PortTool(p),
 	}
 }
 

@@ -112,6 +112,8 @@ type Sessions struct {
 	// for Close to wait on. Its own synchronization; Add is called with mu
 	// held, so that Close, which set closed, waits for every drop.
 	dropping sync.WaitGroup
+	// ports is the port tool's forwards (port.go); its own lock.
+	ports portTable
 
 	// Test hooks: reapPicked runs after the reaper detached an idle entry's
 	// session and before it releases it; holdWaits runs when a call starts

@@ -50,7 +50,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.Session, "session", "", "session `name` for stdio (default: mcp-<pid>-<random>)")
 	fs.StringVar(&o.IdleTTL, "idle-ttl", "", "release a sandbox unused for this `duration` (default from config: 30m)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
-	var codeDirs multiFlag
+	var codeDirs, allowNet multiFlag
+	fs.Var(&allowNet, "allow-net", "a `host` the sandbox may reach through sbx's egress proxy (repeatable; example.com, *.example.com, 10.0.0.5:8080; the flags replace the config's allow_net)")
 	fs.Var(&codeDirs, "code-dir", "a code `dir` to sync with the sandbox (repeatable; default: the git top level, else the current directory)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -68,5 +69,6 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 0
 	}
 	o.CodeDirs = codeDirs
+	o.AllowNet = allowNet
 	return mcpserver.Run(o, stdin, stdout, stderr)
 }

@@ -36,6 +36,7 @@ type Options struct {
 	Session   string   // --session: the stdio session's name
 	IdleTTL   string   // --idle-ttl
 	CodeDirs  []string // --code-dir, repeatable
+	AllowNet  []string // --allow-net, repeatable; nil: the config's allow_net
 }
 
 // Run serves MCP as o says until the connection ends (stdio) or a signal
@@ -56,7 +57,7 @@ func Run(o Options, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 
-	tc, err := wire(o.CodeDirs, o.Net, o.IdleTTL, log)
+	tc, err := wire(o, log)
 	if err != nil {
 		return fail(err)
 	}
@@ -203,8 +204,8 @@ func loadToken(file string) (string, bool, error) {
 // *config.Error (flags, config files) is the user's to fix before starting;
 // anything else starts the server anyway, and the agent's client shows the
 // reason on every call.
-func wire(codeDirs []string, net bool, idle string, log *slog.Logger) (tools.Config, error) {
-	e, err := app.Setup(app.Flags{CodeDirs: codeDirs, Net: net, IdleTTL: idle}, app.Server, log)
+func wire(o Options, log *slog.Logger) (tools.Config, error) {
+	e, err := app.Setup(app.Flags{CodeDirs: o.CodeDirs, Net: o.Net, IdleTTL: o.IdleTTL, AllowNet: o.AllowNet}, app.Server, log)
 	var cfgErr *config.Error
 	if errors.As(err, &cfgErr) {
 		return tools.Config{}, err
