@@ -546,6 +546,15 @@ func (h *Helper) Collect(pull io.Writer) HelperReply {
 			h.reply.Error = err.Error()
 			return h.reply
 		}
+		for p, x := range u {
+			if e, ok := hd.state.Manifest[p]; ok && x.Had && x.Entry.Same(e) {
+				// Only its hash settled: nothing the host must
+				// acknowledge. Undone, it would be hashed and saved again
+				// at every round trip that pulls nothing (the host
+				// acknowledges only a pull it applied).
+				delete(u, p)
+			}
+		}
 		if sc.Settled > 0 {
 			hd.dirty = true // keep the verified hashes: no re-reading them next time
 		}
