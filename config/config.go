@@ -102,6 +102,10 @@ type Cluster struct {
 	// Persistent makes a session key map to one claim, reused after a
 	// restart.
 	Persistent bool
+	// CacheMount is where the pool's pods mount the tenant's per-node
+	// package cache (sbx pool render --cache-mount): the engine points the
+	// commands' GOMODCACHE, GOCACHE, ... below it. Empty: none.
+	CacheMount string
 }
 
 // Defaults returns the built-in configuration.

@@ -161,6 +161,18 @@ var Keys = []*Key{
 	{Name: "cluster.persistent", Default: "false", Env: []string{"AGENT_SANDBOX_PERSISTENT"}, Sources: trusted,
 		parse: boolAny,
 		get:   func(c *Config) any { return c.Cluster.Persistent }, set: func(c *Config, v any) { c.Cluster.Persistent = v.(bool) }},
+	{Name: "cluster.cache_mount", Default: "none", Env: []string{"AGENT_SANDBOX_CACHE_MOUNT"}, Sources: trusted,
+		parse: enumValue("want the absolute path the pool mounts its cache at (sbx pool render --cache-mount)", checkCacheMount),
+		get:   func(c *Config) any { return c.Cluster.CacheMount }, set: func(c *Config, v any) { c.Cluster.CacheMount = v.(string) }},
+}
+
+// checkCacheMount accepts what sbx pool render --cache-mount does: an
+// absolute, clean path other than /.
+func checkCacheMount(p string) error {
+	if !filepath.IsAbs(p) || filepath.Clean(p) != p || p == "/" {
+		return fmt.Errorf("%q is not an absolute clean path other than /", p)
+	}
+	return nil
 }
 
 // Lookup is the key named name, or nil.

@@ -25,7 +25,7 @@ import (
 // since (from the host or from the list) is simply absent: nothing persists
 // between commands.
 func (s *Session) commandEnv(tty bool, extra []string) []string {
-	env := BaseEnv(tty)
+	env := append(BaseEnv(tty), s.params.Env...)
 	if len(s.params.ForwardEnv) > 0 {
 		fwd, refused, err := hostenv.Forward(os.Environ(), s.params.ForwardEnv, s.params.EnvSkip)
 		if err != nil {

@@ -70,6 +70,9 @@ type Params struct {
 	// ForwardEnv names host environment variables (names or doublestar
 	// globs) that enter the sandbox; EnvSkip withholds names even so.
 	ForwardEnv, EnvSkip []string
+	// Env is added to every command's environment after the fixed base
+	// (the cluster pool's cache variables: internal/app).
+	Env []string
 	// SyncPaths are host files or directories (config the tools need, task
 	// files) copied into the sandbox at the same path when it is claimed,
 	// read-only there, and never brought back.

@@ -153,6 +153,10 @@ func Setup(f Flags, kind Kind, log *slog.Logger) (*Env, error) {
 		// A long-lived process keeps the host side's manifests current
 		// from file-system events; a process per command scans.
 		Watch: kind == Server,
+		// The cluster backend passes a command exactly this environment:
+		// the pool's cache variables come from here (the local backend
+		// sets its own).
+		Env: clusterEnv(cfg),
 	}
 	return e, nil
 }

@@ -83,3 +83,14 @@ func checkEgress(cfg config.Config) error {
 	}
 	return nil
 }
+
+// clusterEnv is what a cluster backend's commands get beside the base
+// environment: the variables of the pool's per-node caches when
+// cluster.cache_mount names where the pool mounts them (and cache is not
+// "none").
+func clusterEnv(cfg config.Config) []string {
+	if cfg.Backend != "cluster" || cfg.Cluster.CacheMount == "" || cfg.Cache == "none" {
+		return nil
+	}
+	return cache.ClusterEnv(cfg.Cluster.CacheMount)
+}
