@@ -425,10 +425,17 @@ func (h *Helper) Apply(push io.Reader) error {
 			h.abandon()
 			return err
 		}
-		if applied > 0 || hd.dirty {
+		if hd.dirty || applied >= pushSaveMin || (applied > 0 && hd.watch == nil) {
 			// Kept for a process that dies before Collect (the command
 			// killed it): the next one must not take what was applied
-			// for the sandbox's own changes.
+			// for the sandbox's own changes. A long-lived process (a
+			// watch) keeps a small push in memory until its next save:
+			// one that dies first, or another that reads the file, takes
+			// those files for the sandbox's changes and sends them back,
+			// where they are the host's own (no change) or, when the host
+			// changed them again, a conflict copy beside its version.
+			// Saving the whole manifest for each small push would cost
+			// every command on a large tree a rewrite of its state.
 			if err := hd.save(); err != nil {
 				return err
 			}
@@ -555,8 +562,11 @@ func (h *Helper) Collect(pull io.Writer) HelperReply {
 				delete(u, p)
 			}
 		}
-		if sc.Settled > 0 {
-			hd.dirty = true // keep the verified hashes: no re-reading them next time
+		if sc.Settled > 0 && hd.watch == nil {
+			// Keep the verified hashes: no re-reading them next time (a
+			// long-lived process keeps them in memory, saved with its
+			// next save).
+			hd.dirty = true
 		}
 		skipped, fresh := newSkips(hd.state.Skipped, sc.Skipped)
 		if !maps.Equal(skipped, hd.state.Skipped) {

@@ -135,3 +135,36 @@ func TestSettledHashesStaySettled(t *testing.T) {
 		})
 	}
 }
+
+// TestWatchedSmallPushNotSaved: a long-lived (watching) helper keeps a
+// small push in memory instead of rewriting its state file; a process that
+// then starts from the file (the worker died) sends those files back, and
+// the host takes them for what they are: its own, no change, no conflict.
+func TestWatchedSmallPushNotSaved(t *testing.T) {
+	WatchHelper = true
+	defer func() { WatchHelper = false }()
+	p := newPair(t)
+	p.h.Watch(nil)
+	defer p.h.Close()
+	put(t, filepath.Join(p.host, "a"), "a")
+	p.sync(nil)
+	p.sync(nil)
+	put(t, filepath.Join(p.host, "a"), "a2")
+	s0 := stateSaves.Load()
+	p.sync(nil)
+	if s := stateSaves.Load() - s0; s != 0 {
+		t.Fatalf("a one-file push to a watching helper saved its state %d times", s)
+	}
+	// The worker dies: what it kept in memory is gone.
+	live.Lock()
+	for f, ls := range live.m {
+		ls.watch.Close()
+		delete(live.m, f)
+	}
+	live.Unlock()
+	rep := p.sync(nil)
+	if got := read(t, filepath.Join(p.host, "a")); got != "a2" || len(rep.Conflicts) != 0 || len(rep.HostKept) != 0 {
+		t.Fatalf("after the helper lost its unsaved push: host a = %q, report %+v", got, rep)
+	}
+	p.same()
+}
