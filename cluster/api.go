@@ -7,11 +7,12 @@ import (
 	"sync/atomic"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	coreclient "sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
+	extclient "sigs.k8s.io/agent-sandbox/clients/k8s/extensions/clientset/versioned"
 )
 
 // agent-sandbox's API groups. Claims, pools and templates are in the
@@ -66,32 +67,21 @@ func discoverServed(d discovery.DiscoveryInterface) (Served, error) {
 	return s, nil
 }
 
-// api is a connection to one cluster, with the versions chosen.
+// api is a connection to one cluster, with the versions chosen. The
+// agent-sandbox resources are reached through agent-sandbox's own typed
+// clientsets, in the chosen version (claims.go, typed.go).
 type api struct {
 	server string
 	rest   *rest.Config
 	kube   kubernetes.Interface
-	dyn    dynamic.Interface
 	ext    string // chosen version of the extensions group
 	core   string // chosen version of the core group
+	// extAPI speaks the extensions group (claims, pools, templates) in
+	// version ext; sbs reads Sandboxes in version core.
+	extAPI
+	sbs sandboxGetter
 	// spdyOnly is set once the server refused a WebSocket exec.
 	spdyOnly atomic.Bool
-}
-
-func (a *api) claims(ns string) dynamic.ResourceInterface {
-	return a.dyn.Resource(schema.GroupVersionResource{Group: GroupExtensions, Version: a.ext, Resource: "sandboxclaims"}).Namespace(ns)
-}
-
-func (a *api) pools(ns string) dynamic.ResourceInterface {
-	return a.dyn.Resource(schema.GroupVersionResource{Group: GroupExtensions, Version: a.ext, Resource: "sandboxwarmpools"}).Namespace(ns)
-}
-
-func (a *api) templates(ns string) dynamic.ResourceInterface {
-	return a.dyn.Resource(schema.GroupVersionResource{Group: GroupExtensions, Version: a.ext, Resource: "sandboxtemplates"}).Namespace(ns)
-}
-
-func (a *api) sandboxes(ns string) dynamic.ResourceInterface {
-	return a.dyn.Resource(schema.GroupVersionResource{Group: GroupCore, Version: a.core, Resource: "sandboxes"}).Namespace(ns)
 }
 
 // connect builds the clients for cfg and discovers the versions to use.
@@ -104,14 +94,27 @@ func connect(ctx context.Context, cfg Config) (*api, error) {
 	if err != nil {
 		return nil, &KubeconfigError{Path: cfg.KubeconfigPath(), Err: err}
 	}
-	dyn, err := dynamic.NewForConfig(rc)
+	ext, core, err := agentClients(rc)
 	if err != nil {
 		return nil, &KubeconfigError{Path: cfg.KubeconfigPath(), Err: err}
 	}
-	return newAPI(rc, kube, dyn, kube.Discovery())
+	return newAPI(rc, kube, ext, core, kube.Discovery())
 }
 
-func newAPI(rc *rest.Config, kube kubernetes.Interface, dyn dynamic.Interface, d discovery.DiscoveryInterface) (*api, error) {
+// agentClients are agent-sandbox's typed clientsets for rc.
+func agentClients(rc *rest.Config) (extclient.Interface, coreclient.Interface, error) {
+	ext, err := extclient.NewForConfig(rc)
+	if err != nil {
+		return nil, nil, err
+	}
+	core, err := coreclient.NewForConfig(rc)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ext, core, nil
+}
+
+func newAPI(rc *rest.Config, kube kubernetes.Interface, ext extclient.Interface, core coreclient.Interface, d discovery.DiscoveryInterface) (*api, error) {
 	server := ""
 	if rc != nil {
 		server = rc.Host
@@ -120,7 +123,7 @@ func newAPI(rc *rest.Config, kube kubernetes.Interface, dyn dynamic.Interface, d
 	if err != nil {
 		return nil, apiError(err, server, "discover", "API groups", "")
 	}
-	a := &api{server: server, rest: rc, kube: kube, dyn: dyn}
+	a := &api{server: server, rest: rc, kube: kube}
 	var ok1, ok2 bool
 	a.ext, ok1 = chooseVersion(served.Extensions)
 	a.core, ok2 = chooseVersion(served.Core)
@@ -128,9 +131,13 @@ func newAPI(rc *rest.Config, kube kubernetes.Interface, dyn dynamic.Interface, d
 		return nil, fmt.Errorf("%w (served: %s %v, %s %v; sbx speaks %v)", ErrCRDsMissing,
 			GroupExtensions, served.Extensions, GroupCore, served.Core, knownVersions)
 	}
+	if ext != nil {
+		a.extAPI = newExtAPI(a.ext, ext)
+	}
+	if core != nil {
+		a.sbs = newSandboxGetter(a.core, core)
+	}
 	return a, nil
 }
 
 var getOpts = metav1.GetOptions{}
-
-func dynamicFor(rc *rest.Config) (dynamic.Interface, error) { return dynamic.NewForConfig(rc) }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -16,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -23,9 +25,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	discoveryfake "k8s.io/client-go/discovery/fake"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	sbv1alpha1 "sigs.k8s.io/agent-sandbox/api/v1alpha1"
+	sbv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	corefake "sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned/fake"
+	extfake "sigs.k8s.io/agent-sandbox/clients/k8s/extensions/clientset/versioned/fake"
+	extv1alpha1 "sigs.k8s.io/agent-sandbox/extensions/api/v1alpha1"
+	extv1beta1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/sbx-sh/sbx/sandbox"
@@ -270,22 +277,22 @@ func TestRBACMatchesRequiredAccess(t *testing.T) {
 	}
 }
 
-// fakeCluster is a fake API server with agent-sandbox's resources and a
-// tiny controller that makes claims Ready.
+// fakeCluster is a fake API server with agent-sandbox's resources (its
+// own typed fake clientsets) and a tiny controller that makes claims Ready.
 type fakeCluster struct {
 	kube *kubefake.Clientset
-	dyn  *dynamicfake.FakeDynamicClient
+	ext  *extfake.Clientset
+	core *corefake.Clientset
 	disc *discoveryfake.FakeDiscovery
+	// version is the extensions group's served version.
+	version string
 	// podLimits are the resource limits of the pods the controller makes.
 	podLimits corev1.ResourceList
 }
 
-var (
-	gvrClaims    = schema.GroupVersionResource{Group: GroupExtensions, Version: "v1alpha1", Resource: "sandboxclaims"}
-	gvrPools     = schema.GroupVersionResource{Group: GroupExtensions, Version: "v1alpha1", Resource: "sandboxwarmpools"}
-	gvrSandboxes = schema.GroupVersionResource{Group: GroupCore, Version: "v1alpha1", Resource: "sandboxes"}
-)
-
+// newFakeCluster serves the extensions group in extVersion. objs are
+// v1alpha1 pools and templates; each is stored in v1beta1 too, as the API
+// server converts between served versions.
 func newFakeCluster(t *testing.T, extVersion string, objs ...runtime.Object) *fakeCluster {
 	kube := kubefake.NewSimpleClientset()
 	disc := kube.Discovery().(*discoveryfake.FakeDiscovery)
@@ -293,17 +300,29 @@ func newFakeCluster(t *testing.T, extVersion string, objs ...runtime.Object) *fa
 		{GroupVersion: GroupExtensions + "/" + extVersion, APIResources: []metav1.APIResource{{Name: "sandboxclaims", Namespaced: true, Kind: "SandboxClaim"}}},
 		{GroupVersion: GroupCore + "/v1alpha1", APIResources: []metav1.APIResource{{Name: "sandboxes", Namespaced: true, Kind: "Sandbox"}}},
 	}
-	lists := map[schema.GroupVersionResource]string{}
-	for _, g := range []schema.GroupVersionResource{gvrClaims, gvrPools, gvrSandboxes} {
-		for _, v := range []string{"v1alpha1", "v1beta1"} {
-			g.Version = v
-			lists[g] = map[string]string{"sandboxclaims": "SandboxClaimList", "sandboxwarmpools": "SandboxWarmPoolList", "sandboxes": "SandboxList"}[g.Resource]
+	var all []runtime.Object
+	for _, o := range objs {
+		all = append(all, o)
+		switch o := o.(type) {
+		case *extv1alpha1.SandboxWarmPool:
+			r := o.Spec.Replicas
+			all = append(all, &extv1beta1.SandboxWarmPool{ObjectMeta: o.ObjectMeta,
+				Spec:   extv1beta1.SandboxWarmPoolSpec{Replicas: &r, TemplateRef: extv1beta1.SandboxTemplateRef{Name: o.Spec.TemplateRef.Name}},
+				Status: extv1beta1.SandboxWarmPoolStatus{ReadyReplicas: o.Status.ReadyReplicas}})
+		case *extv1alpha1.SandboxTemplate:
+			b := &extv1beta1.SandboxTemplate{ObjectMeta: o.ObjectMeta}
+			b.Spec.PodTemplate = sbv1beta1.PodTemplate{Spec: o.Spec.PodTemplate.Spec,
+				ObjectMeta: sbv1beta1.PodMetadata{Labels: o.Spec.PodTemplate.ObjectMeta.Labels}}
+			all = append(all, b)
 		}
 	}
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), lists, objs...)
+	ext := extfake.NewSimpleClientset(all...)
 	n := 0
-	dyn.PrependReactor("create", "sandboxclaims", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		u := a.(k8stesting.CreateAction).GetObject().(*unstructured.Unstructured)
+	ext.PrependReactor("create", "sandboxclaims", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		u, err := meta.Accessor(a.(k8stesting.CreateAction).GetObject())
+		if err != nil {
+			return true, nil, err
+		}
 		if u.GetName() == "" {
 			n++
 			u.SetName(fmt.Sprintf("%s%05d", u.GetGenerateName(), n))
@@ -312,42 +331,66 @@ func newFakeCluster(t *testing.T, extVersion string, objs ...runtime.Object) *fa
 		}
 		return false, nil, nil
 	})
-	return &fakeCluster{kube: kube, dyn: dyn, disc: disc}
+	return &fakeCluster{kube: kube, ext: ext, core: corefake.NewSimpleClientset(), disc: disc, version: extVersion}
 }
 
-func pool(name, tmpl string, ready int64) *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": GroupExtensions + "/v1alpha1", "kind": "SandboxWarmPool",
-		"metadata": map[string]any{"name": name, "namespace": "sbx"},
-		"spec":     map[string]any{"replicas": int64(2), "sandboxTemplateRef": map[string]any{"name": tmpl}},
-		"status":   map[string]any{"readyReplicas": ready},
-	}}
+func pool(name, tmpl string, ready int32) *extv1alpha1.SandboxWarmPool {
+	return &extv1alpha1.SandboxWarmPool{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "sbx"},
+		Spec:       extv1alpha1.SandboxWarmPoolSpec{Replicas: 2, TemplateRef: extv1alpha1.SandboxTemplateRef{Name: tmpl}},
+		Status:     extv1alpha1.SandboxWarmPoolStatus{ReadyReplicas: ready},
+	}
+}
+
+// claim reads a claim in the served version.
+func (f *fakeCluster) claim(ctx context.Context, name string) (*claimView, error) {
+	return newExtAPI(f.version, f.ext).claimGet(ctx, "sbx", name)
+}
+
+// claims lists the claims in the served version.
+func (f *fakeCluster) claims(ctx context.Context) []claimView {
+	l, _ := newExtAPI(f.version, f.ext).claimList(ctx, "sbx", metav1.ListOptions{})
+	return l
 }
 
 // controller makes the first unready claim Ready, creates its Sandbox
 // (annotated with a pool pod's name) and that pod.
 func (f *fakeCluster) controller(t *testing.T, ctx context.Context) {
+	ready := []metav1.Condition{{Type: "Ready", Status: "True", Reason: "DependenciesReady"}}
+	makePod := func(c metav1.Object) {
+		podName := "pool-" + c.GetName()
+		f.kube.CoreV1().Pods("sbx").Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: podName, Namespace: "sbx", Labels: map[string]string{labelClaimUID: string(c.GetUID())}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "sandbox", Resources: corev1.ResourceRequirements{Limits: f.podLimits}}}},
+			Status:     corev1.PodStatus{Phase: corev1.PodRunning},
+		}, metav1.CreateOptions{})
+		f.core.AgentsV1alpha1().Sandboxes("sbx").Create(ctx, &sbv1alpha1.Sandbox{
+			ObjectMeta: metav1.ObjectMeta{Name: c.GetName(), Namespace: "sbx", Annotations: map[string]string{annotPodName: podName}},
+		}, metav1.CreateOptions{})
+	}
 	go func() {
 		for ctx.Err() == nil {
-			list, err := f.dyn.Resource(gvrClaims).Namespace("sbx").List(ctx, metav1.ListOptions{})
-			if err == nil {
-				for _, c := range list.Items {
-					if st, _, _, _ := readyCondition(&c); st == "True" {
-						continue
+			if f.version == "v1alpha1" {
+				claims := f.ext.ExtensionsV1alpha1().SandboxClaims("sbx")
+				list, err := claims.List(ctx, metav1.ListOptions{})
+				for i := 0; err == nil && i < len(list.Items); i++ {
+					c := &list.Items[i]
+					if st, _, _, _ := readyCondition(claimV1alpha1(c)); st != "True" {
+						makePod(c)
+						c.Status.Conditions, c.Status.SandboxStatus.Name = ready, c.Name
+						claims.Update(ctx, c, metav1.UpdateOptions{})
 					}
-					podName := "pool-" + c.GetName()
-					f.kube.CoreV1().Pods("sbx").Create(ctx, &corev1.Pod{
-						ObjectMeta: metav1.ObjectMeta{Name: podName, Namespace: "sbx", Labels: map[string]string{labelClaimUID: string(c.GetUID())}},
-						Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "sandbox", Resources: corev1.ResourceRequirements{Limits: f.podLimits}}}},
-						Status:     corev1.PodStatus{Phase: corev1.PodRunning},
-					}, metav1.CreateOptions{})
-					f.dyn.Resource(gvrSandboxes).Namespace("sbx").Create(ctx, &unstructured.Unstructured{Object: map[string]any{
-						"apiVersion": GroupCore + "/v1alpha1", "kind": "Sandbox",
-						"metadata": map[string]any{"name": c.GetName(), "namespace": "sbx", "annotations": map[string]any{annotPodName: podName}},
-					}}, metav1.CreateOptions{})
-					unstructured.SetNestedSlice(c.Object, []any{map[string]any{"type": "Ready", "status": "True", "reason": "DependenciesReady"}}, "status", "conditions")
-					unstructured.SetNestedField(c.Object, c.GetName(), "status", "sandbox", "Name")
-					f.dyn.Resource(gvrClaims).Namespace("sbx").Update(ctx, &c, metav1.UpdateOptions{})
+				}
+			} else {
+				claims := f.ext.ExtensionsV1beta1().SandboxClaims("sbx")
+				list, err := claims.List(ctx, metav1.ListOptions{})
+				for i := 0; err == nil && i < len(list.Items); i++ {
+					c := &list.Items[i]
+					if st, _, _, _ := readyCondition(claimV1beta1(c)); st != "True" {
+						makePod(c)
+						c.Status.Conditions, c.Status.SandboxStatus.Name = ready, c.Name
+						claims.Update(ctx, c, metav1.UpdateOptions{})
+					}
 				}
 			}
 			time.Sleep(20 * time.Millisecond)
@@ -355,13 +398,21 @@ func (f *fakeCluster) controller(t *testing.T, ctx context.Context) {
 	}()
 }
 
+// Claim, renew, attach, list and release, in both API versions: a
+// v1alpha1 claim names the pool's template, a v1beta1 claim the pool.
 func TestClaimAttachRelease(t *testing.T) {
-	f := newFakeCluster(t, "v1alpha1", pool("p", "busybox", 2))
+	for _, v := range knownVersions {
+		t.Run(v, func(t *testing.T) { testClaimAttachRelease(t, v) })
+	}
+}
+
+func testClaimAttachRelease(t *testing.T, version string) {
+	f := newFakeCluster(t, version, pool("p", "busybox", 2))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	f.controller(t, ctx)
 	cfg := Config{Pool: "p", Owner: "alice", IdleTTL: time.Hour, ClaimTimeout: 10 * time.Second}
-	p := NewForClients(cfg, nil, f.kube, f.dyn, f.disc, nil)
+	p := NewForClients(cfg, nil, f.kube, f.ext, f.core, f.disc, nil)
 	dir := t.TempDir()
 	var progress []string
 	before := time.Now()
@@ -376,7 +427,7 @@ func TestClaimAttachRelease(t *testing.T) {
 	if len(progress) == 0 {
 		t.Error("no progress reported")
 	}
-	c, err := f.dyn.Resource(gvrClaims).Namespace("sbx").Get(ctx, s.Claim(), metav1.GetOptions{})
+	c, err := f.claim(ctx, s.Claim())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,12 +435,10 @@ func TestClaimAttachRelease(t *testing.T) {
 	if l[LabelOwner] != "alice" || l[LabelSession] != LabelValue("proj/feature x") || l[LabelManagedBy] != "sbx" || c.GetAnnotations()[AnnotSessionKey] != "proj/feature x" {
 		t.Errorf("labels %v annotations %v", l, c.GetAnnotations())
 	}
-	tmpl, _, _ := unstructured.NestedString(c.Object, "spec", "sandboxTemplateRef", "name")
-	pol, _, _ := unstructured.NestedString(c.Object, "spec", "lifecycle", "shutdownPolicy")
-	st, _, _ := unstructured.NestedString(c.Object, "spec", "lifecycle", "shutdownTime")
-	shut, _ := time.Parse(time.RFC3339, st)
-	if tmpl != "busybox" || pol != "Delete" || shut.Before(before.Add(59*time.Minute)) || shut.After(time.Now().Add(61*time.Minute)) {
-		t.Errorf("spec: template %q policy %q shutdown %v", tmpl, pol, shut)
+	ref := map[string][2]string{"v1alpha1": {"busybox", ""}, "v1beta1": {"", "p"}}[version]
+	pol, shut := c.ShutdownPolicy, c.ShutdownTime
+	if c.TemplateRef != ref[0] || c.WarmPoolRef != ref[1] || pol != "Delete" || shut.Before(before.Add(59*time.Minute-time.Second)) || shut.After(time.Now().Add(61*time.Minute)) {
+		t.Errorf("spec: template %q pool %q (want %q) policy %q shutdown %v", c.TemplateRef, c.WarmPoolRef, ref, pol, shut)
 	}
 
 	// Renew moves shutdownTime
@@ -400,14 +449,13 @@ func TestClaimAttachRelease(t *testing.T) {
 	if err := s.Renew(ctx); err != nil {
 		t.Fatal(err)
 	}
-	c, _ = f.dyn.Resource(gvrClaims).Namespace("sbx").Get(ctx, s.Claim(), metav1.GetOptions{})
-	st2, _, _ := unstructured.NestedString(c.Object, "spec", "lifecycle", "shutdownTime")
-	if t2, _ := time.Parse(time.RFC3339, st2); t2.Before(time.Now().Add(59 * time.Minute)) {
-		t.Errorf("renewed shutdownTime %s", st2)
+	c, _ = f.claim(ctx, s.Claim())
+	if t2 := c.ShutdownTime; t2.Before(time.Now().Add(59 * time.Minute)) {
+		t.Errorf("renewed shutdownTime %s", t2)
 	}
 
 	// A new provider (restarted sbx) attaches through the state dir.
-	p2 := NewForClients(cfg, nil, f.kube, f.dyn, f.disc, nil)
+	p2 := NewForClients(cfg, nil, f.kube, f.ext, f.core, f.disc, nil)
 	sb2, err := p2.Attach(ctx, sandbox.Spec{Name: "proj/feature x", StateDir: dir})
 	if err != nil || sb2.(*Sandbox).Claim() != s.Claim() {
 		t.Fatalf("attach: %v", err)
@@ -415,7 +463,7 @@ func TestClaimAttachRelease(t *testing.T) {
 	// ... and, persistent, by label without the state dir
 	pcfg := cfg
 	pcfg.Persistent = true
-	p3 := NewForClients(pcfg, nil, f.kube, f.dyn, f.disc, nil)
+	p3 := NewForClients(pcfg, nil, f.kube, f.ext, f.core, f.disc, nil)
 	sb3, err := p3.Attach(ctx, sandbox.Spec{Name: "proj/feature x", StateDir: t.TempDir()})
 	if err != nil || sb3.(*Sandbox).Claim() != s.Claim() {
 		t.Fatalf("persistent attach: %v", err)
@@ -437,7 +485,7 @@ func TestClaimAttachRelease(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, stateFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("state file left: %v", err)
 	}
-	if _, err := f.dyn.Resource(gvrClaims).Namespace("sbx").Get(ctx, s.Claim(), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := f.claim(ctx, s.Claim()); !apierrors.IsNotFound(err) {
 		t.Errorf("claim not deleted: %v", err)
 	}
 	// the state of a claim that is gone is stale
@@ -450,7 +498,7 @@ func TestClaimAttachRelease(t *testing.T) {
 
 func TestClaimTimeoutSaysWhy(t *testing.T) {
 	f := newFakeCluster(t, "v1alpha1", pool("empty", "busybox", 0))
-	p := NewForClients(Config{Pool: "empty", Owner: "bob", ClaimTimeout: 300 * time.Millisecond}, nil, f.kube, f.dyn, f.disc, nil)
+	p := NewForClients(Config{Pool: "empty", Owner: "bob", ClaimTimeout: 300 * time.Millisecond}, nil, f.kube, f.ext, f.core, f.disc, nil)
 	_, err := p.Claim(context.Background(), sandbox.Spec{Name: "s", StateDir: t.TempDir()})
 	var te *ClaimTimeoutError
 	if !errors.As(err, &te) {
@@ -461,7 +509,7 @@ func TestClaimTimeoutSaysWhy(t *testing.T) {
 			t.Errorf("%q lacks %q", err, s)
 		}
 	}
-	list, _ := f.dyn.Resource(gvrClaims).Namespace("sbx").List(context.Background(), metav1.ListOptions{})
+	list, _ := f.ext.ExtensionsV1alpha1().SandboxClaims("sbx").List(context.Background(), metav1.ListOptions{})
 	if len(list.Items) != 0 {
 		t.Errorf("claim not deleted after timeout: %d left", len(list.Items))
 	}
@@ -469,27 +517,27 @@ func TestClaimTimeoutSaysWhy(t *testing.T) {
 
 func TestClaimErrors(t *testing.T) {
 	f := newFakeCluster(t, "v1alpha1")
-	p := NewForClients(Config{Pool: "nope", Owner: "bob"}, nil, f.kube, f.dyn, f.disc, nil)
+	p := NewForClients(Config{Pool: "nope", Owner: "bob"}, nil, f.kube, f.ext, f.core, f.disc, nil)
 	_, err := p.Claim(context.Background(), sandbox.Spec{Name: "s"})
 	var pe *PoolNotFoundError
 	if !errors.As(err, &pe) || !strings.Contains(err.Error(), `SandboxWarmPool "nope" not found in namespace "sbx"`) {
 		t.Errorf("missing pool: %v", err)
 	}
-	p = NewForClients(Config{Owner: "bob"}, nil, f.kube, f.dyn, f.disc, nil)
+	p = NewForClients(Config{Owner: "bob"}, nil, f.kube, f.ext, f.core, f.disc, nil)
 	if _, err := p.Claim(context.Background(), sandbox.Spec{Name: "s"}); !errors.As(err, &pe) || !strings.Contains(err.Error(), EnvPool) {
 		t.Errorf("no pool configured: %v", err)
 	}
 	f.disc.Resources = nil
-	p = NewForClients(Config{Pool: "p"}, nil, f.kube, f.dyn, f.disc, nil)
+	p = NewForClients(Config{Pool: "p"}, nil, f.kube, f.ext, f.core, f.disc, nil)
 	if _, err := p.Claim(context.Background(), sandbox.Spec{Name: "s"}); !errors.Is(err, ErrCRDsMissing) {
 		t.Errorf("no CRDs: %v", err)
 	}
 	// RBAC denial on create names the verb and resource
 	f = newFakeCluster(t, "v1alpha1", pool("p", "busybox", 1))
-	f.dyn.PrependReactor("create", "sandboxclaims", func(k8stesting.Action) (bool, runtime.Object, error) {
+	f.ext.PrependReactor("create", "sandboxclaims", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: GroupExtensions, Resource: "sandboxclaims"}, "", errors.New("denied"))
 	})
-	p = NewForClients(Config{Pool: "p"}, nil, f.kube, f.dyn, f.disc, nil)
+	p = NewForClients(Config{Pool: "p"}, nil, f.kube, f.ext, f.core, f.disc, nil)
 	var fe *ForbiddenError
 	if _, err := p.Claim(context.Background(), sandbox.Spec{Name: "s"}); !errors.As(err, &fe) || fe.Verb != "create" {
 		t.Errorf("forbidden: %v", err)
@@ -498,22 +546,28 @@ func TestClaimErrors(t *testing.T) {
 
 func TestClaimSpecV1beta1(t *testing.T) {
 	f := newFakeCluster(t, "v1beta1")
-	a, err := newAPI(nil, f.kube, f.dyn, f.disc)
+	a, err := newAPI(nil, f.kube, f.ext, f.core, f.disc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if a.ext != "v1beta1" {
 		t.Fatalf("chose %s", a.ext)
 	}
-	p := New(Config{Pool: "p"}, nil)
-	spec, err := p.claimSpec(a, pool("p", "busybox", 1), time.Now())
+	obj, err := claimObject(a.ext, metav1.ObjectMeta{Name: "c"}, &poolView{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Template: "busybox"}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ref, _, _ := unstructured.NestedString(spec, "warmPoolRef", "name"); ref != "p" {
-		t.Errorf("v1beta1 spec: %v", spec)
+	c, ok := obj.(*extv1beta1.SandboxClaim)
+	if !ok || c.Spec.WarmPoolRef.Name != "p" {
+		t.Fatalf("v1beta1 claim: %#v", obj)
 	}
-	if _, found, _ := unstructured.NestedFieldNoCopy(spec, "sandboxTemplateRef"); found {
-		t.Errorf("v1beta1 spec names a template: %v", spec)
+	// On the wire it names the pool, and no template (v1beta1 has no such field).
+	b, _ := json.Marshal(c)
+	if !strings.Contains(string(b), `"warmPoolRef":{"name":"p"}`) || strings.Contains(string(b), "sandboxTemplateRef") || !strings.Contains(string(b), `"apiVersion":"extensions.agents.x-k8s.io/v1beta1"`) {
+		t.Errorf("v1beta1 claim on the wire: %s", b)
+	}
+	// A v1alpha1 claim needs the pool's template.
+	if _, err := claimObject("v1alpha1", metav1.ObjectMeta{Name: "c"}, &poolView{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "sbx"}}, time.Now()); err == nil || !strings.Contains(err.Error(), "no spec.sandboxTemplateRef.name") {
+		t.Errorf("v1alpha1 claim for a pool without a template: %v", err)
 	}
 }

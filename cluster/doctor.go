@@ -9,7 +9,6 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -100,11 +99,10 @@ func Doctor(ctx context.Context, cfg Config) []Check {
 	}, "install agent-sandbox (CRDs and controller with --extensions); see docs/cluster.md")) {
 		return out
 	}
-	p := New(cfg, nil)
-	p.newAPI = func(context.Context) (*api, error) { return newAPI(rc, kube, nil, kube.Discovery()) }
-	a, err := p.connect(ctx)
+	ext, core, err := agentClients(rc)
+	var a *api
 	if err == nil {
-		a.dyn, err = dynamicFor(rc)
+		a, err = newAPI(rc, kube, ext, core, kube.Discovery())
 	}
 	if err != nil {
 		add(Check{Name: "agent-sandbox CRDs", Detail: err.Error(), Fix: "see docs/cluster.md"})
@@ -136,7 +134,7 @@ func poolCheck(ctx context.Context, a *api, cfg Config) Check {
 		c.Fix = fmt.Sprintf("set %s to a SandboxWarmPool in namespace %q (sbx pool render writes one)", EnvPool, cfg.Namespace)
 		return c
 	}
-	pool, err := a.pools(cfg.Namespace).Get(ctx, cfg.Pool, getOpts)
+	pool, err := a.poolGet(ctx, cfg.Namespace, cfg.Pool)
 	switch {
 	case apierrors.IsNotFound(err):
 		c.Detail = (&PoolNotFoundError{Pool: cfg.Pool, Namespace: cfg.Namespace}).Error()
@@ -147,8 +145,7 @@ func poolCheck(ctx context.Context, a *api, cfg Config) Check {
 		c.Fix = "see the RBAC checks below"
 		return c
 	}
-	ready, _, _ := unstructured.NestedInt64(pool.Object, "status", "readyReplicas")
-	want, _, _ := unstructured.NestedInt64(pool.Object, "spec", "replicas")
+	ready, want := pool.Ready, pool.Replicas
 	c.Detail = fmt.Sprintf("%s/%s: %d of %d sandboxes ready", cfg.Namespace, cfg.Pool, ready, want)
 	if ready > 0 {
 		c.OK = true
@@ -190,23 +187,26 @@ const gVisorHandler = "runsc"
 func runtimeCheck(ctx context.Context, a *api, kube kubernetes.Interface, cfg Config) Check {
 	c := Check{Name: "pool runtime (gVisor)"}
 	fix := "render the pool with sbx pool render --runtime-class gvisor, on nodes set up with cluster/deploy (runsc)"
-	pool, err := a.pools(cfg.Namespace).Get(ctx, cfg.Pool, getOpts)
+	pool, err := a.poolGet(ctx, cfg.Namespace, cfg.Pool)
 	if err != nil {
 		c.Detail, c.Fix = "the pool could not be read (see the warm pool check)", fix
 		return c
 	}
-	tname, _, _ := unstructured.NestedString(pool.Object, "spec", "sandboxTemplateRef", "name")
+	tname := pool.Template
 	if tname == "" {
 		c.Detail, c.Fix = fmt.Sprintf("pool %s names no sandboxTemplateRef", cfg.Pool), fix
 		return c
 	}
-	tmpl, err := a.templates(cfg.Namespace).Get(ctx, tname, getOpts)
+	tmpl, err := a.templateGet(ctx, cfg.Namespace, tname)
 	if err != nil {
 		c.Detail = apiError(err, a.server, "get", "sandboxtemplates."+GroupExtensions, cfg.Namespace).Error()
 		c.Fix = "see the RBAC checks below"
 		return c
 	}
-	rc, _, _ := unstructured.NestedString(tmpl.Object, "spec", "podTemplate", "spec", "runtimeClassName")
+	rc := ""
+	if tmpl.Pod.RuntimeClassName != nil {
+		rc = *tmpl.Pod.RuntimeClassName
+	}
 	if rc == "" {
 		c.Detail = fmt.Sprintf("template %s sets no runtimeClassName: its pods run under the node's default runtime (runc), not gVisor", tname)
 		c.Fix = fix
@@ -225,7 +225,7 @@ func runtimeCheck(ctx context.Context, a *api, kube kubernetes.Interface, cfg Co
 	// The pods the pool made: their runtimeClassName as the API admitted
 	// them (a RuntimeClass admission can set it, or refuse it).
 	sel := "sbx.dev/tenant"
-	if t, _, _ := unstructured.NestedString(tmpl.Object, "spec", "podTemplate", "metadata", "labels", "sbx.dev/tenant"); t != "" {
+	if t := tmpl.PodLabels["sbx.dev/tenant"]; t != "" {
 		sel += "=" + t
 	}
 	pods, _ := kube.CoreV1().Pods(cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})

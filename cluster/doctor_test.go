@@ -8,22 +8,17 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	extv1alpha1 "sigs.k8s.io/agent-sandbox/extensions/api/v1alpha1"
 )
 
-func sandboxTemplate(name, runtimeClass string) *unstructured.Unstructured {
-	spec := map[string]any{"containers": []any{map[string]any{"name": "sandbox", "image": "busybox"}}}
+func sandboxTemplate(name, runtimeClass string) *extv1alpha1.SandboxTemplate {
+	t := &extv1alpha1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "sbx"}}
+	t.Spec.PodTemplate.ObjectMeta.Labels = map[string]string{"sbx.dev/tenant": "t"}
+	t.Spec.PodTemplate.Spec.Containers = []corev1.Container{{Name: "sandbox", Image: "busybox"}}
 	if runtimeClass != "" {
-		spec["runtimeClassName"] = runtimeClass
+		t.Spec.PodTemplate.Spec.RuntimeClassName = &runtimeClass
 	}
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": GroupExtensions + "/v1alpha1", "kind": "SandboxTemplate",
-		"metadata": map[string]any{"name": name, "namespace": "sbx"},
-		"spec": map[string]any{"podTemplate": map[string]any{
-			"metadata": map[string]any{"labels": map[string]any{"sbx.dev/tenant": "t"}},
-			"spec":     spec,
-		}},
-	}}
+	return t
 }
 
 // sbx doctor names the pool template's RuntimeClass and says whether its
@@ -45,24 +40,26 @@ func TestRuntimeCheck(t *testing.T) {
 		{"missing RuntimeClass", "gvisor", "", &gvisor, false, "does not exist"},
 		{"a pod under runc", "gvisor", "runsc", nil, false, "1 do not"},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			f := newFakeCluster(t, "v1alpha1", pool("p", "tmpl", 1), sandboxTemplate("tmpl", c.tmplRC))
-			ctx := context.Background()
-			if c.handler != "" {
-				f.kube.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: c.tmplRC}, Handler: c.handler}, metav1.CreateOptions{})
-			}
-			f.kube.CoreV1().Pods("sbx").Create(ctx, &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Name: "pool-pod", Namespace: "sbx", Labels: map[string]string{"sbx.dev/tenant": "t"}},
-				Spec:       corev1.PodSpec{RuntimeClassName: c.podRC},
-			}, metav1.CreateOptions{})
-			a, err := newAPI(nil, f.kube, f.dyn, f.disc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := runtimeCheck(ctx, a, f.kube, Config{Pool: "p", Namespace: "sbx"})
-			if got.OK != c.ok || !strings.Contains(got.Detail, c.contains) || (!got.OK && got.Fix == "") {
-				t.Errorf("got %+v; want OK %v and a detail with %q (and a fix when not OK)", got, c.ok, c.contains)
-			}
-		})
+		for _, v := range knownVersions {
+			t.Run(c.name+" "+v, func(t *testing.T) {
+				f := newFakeCluster(t, v, pool("p", "tmpl", 1), sandboxTemplate("tmpl", c.tmplRC))
+				ctx := context.Background()
+				if c.handler != "" {
+					f.kube.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: c.tmplRC}, Handler: c.handler}, metav1.CreateOptions{})
+				}
+				f.kube.CoreV1().Pods("sbx").Create(ctx, &corev1.Pod{
+					ObjectMeta: metav1.ObjectMeta{Name: "pool-pod", Namespace: "sbx", Labels: map[string]string{"sbx.dev/tenant": "t"}},
+					Spec:       corev1.PodSpec{RuntimeClassName: c.podRC},
+				}, metav1.CreateOptions{})
+				a, err := newAPI(nil, f.kube, f.ext, f.core, f.disc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := runtimeCheck(ctx, a, f.kube, Config{Pool: "p", Namespace: "sbx"})
+				if got.OK != c.ok || !strings.Contains(got.Detail, c.contains) || (!got.OK && got.Fix == "") {
+					t.Errorf("got %+v; want OK %v and a detail with %q (and a fix when not OK)", got, c.ok, c.contains)
+				}
+			})
+		}
 	}
 }

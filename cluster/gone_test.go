@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -23,7 +22,7 @@ func claimForTest(t *testing.T, ctx context.Context) (*fakeCluster, *Sandbox) {
 	f := newFakeCluster(t, "v1alpha1", pool("p", "busybox", 2))
 	f.controller(t, ctx)
 	cfg := Config{Pool: "p", Owner: "alice", IdleTTL: time.Hour, ClaimTimeout: 10 * time.Second}
-	p := NewForClients(cfg, nil, f.kube, f.dyn, f.disc, nil)
+	p := NewForClients(cfg, nil, f.kube, f.ext, f.core, f.disc, nil)
 	sb, err := p.Claim(ctx, sandbox.Spec{Name: "gone", StateDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -39,11 +38,11 @@ func TestExecAfterShutdownTime(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	f, s := claimForTest(t, ctx)
-	c, err := f.dyn.Resource(gvrClaims).Namespace("sbx").Get(ctx, s.Claim(), metav1.GetOptions{})
+	c, err := f.claim(ctx, s.Claim())
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, _, _ := unstructured.NestedString(c.Object, "spec", "lifecycle", "shutdownTime")
+	before := c.ShutdownTime
 	s.mu.Lock()
 	s.shutdown = time.Now().Add(-time.Second)
 	s.mu.Unlock()
@@ -51,9 +50,9 @@ func TestExecAfterShutdownTime(t *testing.T) {
 	if !errors.Is(err, sandbox.ErrUnreachable) || !strings.Contains(err.Error(), "passed its shutdownTime") {
 		t.Fatalf("exec past shutdownTime: %v; want ErrUnreachable saying the claim expired", err)
 	}
-	c, err = f.dyn.Resource(gvrClaims).Namespace("sbx").Get(ctx, s.Claim(), metav1.GetOptions{})
+	c, err = f.claim(ctx, s.Claim())
 	if !apierrors.IsNotFound(err) {
-		after, _, _ := unstructured.NestedString(c.Object, "spec", "lifecycle", "shutdownTime")
+		after := c.ShutdownTime
 		t.Errorf("the expired claim is still there (err %v), shutdownTime %s, was %s", err, after, before)
 	}
 	if _, err := s.Exec(ctx, &sandbox.Cmd{Argv: []string{"true"}}); !errors.Is(err, sandbox.ErrUnreachable) {
@@ -70,14 +69,14 @@ func TestClaimWatchSeesDeletion(t *testing.T) {
 	f, s := claimForTest(t, ctx)
 	s.ensureWatch()
 	defer s.closeMux()
-	c, err := f.dyn.Resource(gvrClaims).Namespace("sbx").Get(ctx, s.Claim(), metav1.GetOptions{})
+	c, err := f.ext.ExtensionsV1alpha1().SandboxClaims("sbx").Get(ctx, s.Claim(), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := metav1.Now()
 	c.SetDeletionTimestamp(&now)
 	c.SetFinalizers([]string{"foregroundDeletion"})
-	if _, err := f.dyn.Resource(gvrClaims).Namespace("sbx").Update(ctx, c, metav1.UpdateOptions{}); err != nil {
+	if _, err := f.ext.ExtensionsV1alpha1().SandboxClaims("sbx").Update(ctx, c, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -140,7 +139,7 @@ func TestClaimHoldsMemoryLimit(t *testing.T) {
 				f.podLimits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(c.pod)}
 			}
 			f.controller(t, ctx)
-			p := NewForClients(Config{Pool: "p", Owner: "alice", IdleTTL: time.Hour, ClaimTimeout: 10 * time.Second}, nil, f.kube, f.dyn, f.disc, nil)
+			p := NewForClients(Config{Pool: "p", Owner: "alice", IdleTTL: time.Hour, ClaimTimeout: 10 * time.Second}, nil, f.kube, f.ext, f.core, f.disc, nil)
 			sb, err := p.Claim(ctx, sandbox.Spec{Name: "limits", StateDir: t.TempDir(), Limits: sandbox.Limits{MemoryBytes: 1 << 30}})
 			if c.ok {
 				if err != nil {
@@ -152,9 +151,8 @@ func TestClaimHoldsMemoryLimit(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), c.reason) {
 				t.Fatalf("pod limit %q: err %v; want a refusal saying %q", c.pod, err, c.reason)
 			}
-			list, _ := f.dyn.Resource(gvrClaims).Namespace("sbx").List(ctx, metav1.ListOptions{})
-			if len(list.Items) != 0 {
-				t.Errorf("the refused claim was not deleted: %d claims left", len(list.Items))
+			if list := f.claims(ctx); len(list) != 0 {
+				t.Errorf("the refused claim was not deleted: %d claims left", len(list))
 			}
 		})
 	}
@@ -174,7 +172,7 @@ func TestPodWatchSeesContainerRestart(t *testing.T) {
 		return false, nil, nil
 	})
 	f.controller(t, ctx)
-	p := NewForClients(Config{Pool: "p", Owner: "alice", IdleTTL: time.Hour, ClaimTimeout: 10 * time.Second}, nil, f.kube, f.dyn, f.disc, nil)
+	p := NewForClients(Config{Pool: "p", Owner: "alice", IdleTTL: time.Hour, ClaimTimeout: 10 * time.Second}, nil, f.kube, f.ext, f.core, f.disc, nil)
 	sb, err := p.Claim(ctx, sandbox.Spec{Name: "restart", StateDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)

@@ -17,17 +17,18 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/klog/v2"
+
+	coreclient "sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
+	extclient "sigs.k8s.io/agent-sandbox/clients/k8s/extensions/clientset/versioned"
 
 	"github.com/sbx-sh/sbx/sandbox"
 )
@@ -60,9 +61,9 @@ func New(cfg Config, log *slog.Logger) *Provider {
 // NewForClients returns a Provider that uses the given clients instead of
 // a kubeconfig (tests, and callers that already hold clients). rc is needed
 // only for Exec.
-func NewForClients(cfg Config, rc *rest.Config, kube kubernetes.Interface, dyn dynamic.Interface, d discovery.DiscoveryInterface, log *slog.Logger) *Provider {
+func NewForClients(cfg Config, rc *rest.Config, kube kubernetes.Interface, ext extclient.Interface, core coreclient.Interface, d discovery.DiscoveryInterface, log *slog.Logger) *Provider {
 	p := New(cfg, log)
-	p.newAPI = func(context.Context) (*api, error) { return newAPI(rc, kube, dyn, d) }
+	p.newAPI = func(context.Context) (*api, error) { return newAPI(rc, kube, ext, core, d) }
 	return p
 }
 
@@ -165,30 +166,24 @@ func (p *Provider) Claim(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	if p.cfg.Pool == "" {
 		return nil, &PoolNotFoundError{Namespace: ns}
 	}
-	pool, err := a.pools(ns).Get(ctx, p.cfg.Pool, getOpts)
+	pool, err := a.poolGet(ctx, ns, p.cfg.Pool)
 	if apierrors.IsNotFound(err) && !isMissingType(err) {
 		return nil, &PoolNotFoundError{Pool: p.cfg.Pool, Namespace: ns}
 	}
 	if err != nil {
 		return nil, apiError(err, a.server, "get", "sandboxwarmpools."+GroupExtensions, ns)
 	}
-	claimSpec, err := p.claimSpec(a, pool, time.Now().Add(p.ttl(spec)))
+	host, _ := os.Hostname()
+	obj, err := claimObject(a.ext, metav1.ObjectMeta{
+		GenerateName: claimGenerateName(p.cfg.Owner),
+		Namespace:    ns,
+		Labels:       claimLabels(p.cfg.Owner, spec.Name, p.cfg.Persistent),
+		Annotations:  map[string]string{AnnotSessionKey: spec.Name, AnnotOwner: p.cfg.Owner, AnnotHost: host},
+	}, pool, time.Now().Add(p.ttl(spec)))
 	if err != nil {
 		return nil, err
 	}
-	host, _ := os.Hostname()
-	obj := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": GroupExtensions + "/" + a.ext,
-		"kind":       "SandboxClaim",
-		"metadata": map[string]any{
-			"generateName": claimGenerateName(p.cfg.Owner),
-			"namespace":    ns,
-			"labels":       toAny(claimLabels(p.cfg.Owner, spec.Name, p.cfg.Persistent)),
-			"annotations":  map[string]any{AnnotSessionKey: spec.Name, AnnotOwner: p.cfg.Owner, AnnotHost: host},
-		},
-		"spec": claimSpec,
-	}}
-	created, err := a.claims(ns).Create(ctx, obj, metav1.CreateOptions{})
+	created, err := a.claimCreate(ctx, ns, obj)
 	if err != nil {
 		return nil, apiError(err, a.server, "create", "sandboxclaims."+GroupExtensions, ns)
 	}
@@ -209,60 +204,27 @@ func (p *Provider) Claim(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	return sb, writeState(spec.StateDir, sb.state())
 }
 
-func toAny(m map[string]string) map[string]any {
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}
-
-// claimSpec is the spec of a claim for pool in the chosen API version.
-func (p *Provider) claimSpec(a *api, pool *unstructured.Unstructured, shutdown time.Time) (map[string]any, error) {
-	lifecycle := map[string]any{
-		"shutdownTime":   shutdown.UTC().Format(time.RFC3339),
-		"shutdownPolicy": "Delete",
-	}
-	switch a.ext {
-	case "v1alpha1":
-		tmpl, _, _ := unstructured.NestedString(pool.Object, "spec", "sandboxTemplateRef", "name")
-		if tmpl == "" {
-			return nil, fmt.Errorf("SandboxWarmPool %q in namespace %q has no spec.sandboxTemplateRef.name", pool.GetName(), pool.GetNamespace())
-		}
-		return map[string]any{"sandboxTemplateRef": map[string]any{"name": tmpl}, "lifecycle": lifecycle}, nil
-	default: // v1beta1 and later: the claim names the pool itself
-		return map[string]any{"warmPoolRef": map[string]any{"name": pool.GetName()}, "lifecycle": lifecycle}, nil
-	}
-}
-
 // readyCondition returns the claim's Ready condition, if it has one.
-func readyCondition(u *unstructured.Unstructured) (status, reason, message string, ok bool) {
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, c := range conds {
-		m, _ := c.(map[string]any)
-		if m["type"] == "Ready" {
-			s, _ := m["status"].(string)
-			r, _ := m["reason"].(string)
-			msg, _ := m["message"].(string)
-			return s, r, msg, true
+func readyCondition(c *claimView) (status, reason, message string, ok bool) {
+	for _, cd := range c.Conditions {
+		if cd.Type == "Ready" {
+			return string(cd.Status), cd.Reason, cd.Message, true
 		}
 	}
 	return "", "", "", false
 }
 
-func conditionsText(u *unstructured.Unstructured) string {
-	if u == nil {
+func conditionsText(c *claimView) string {
+	if c == nil {
 		return ""
 	}
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 	var parts []string
-	for _, c := range conds {
-		m, _ := c.(map[string]any)
-		s := fmt.Sprintf("%v=%v", m["type"], m["status"])
-		if r, _ := m["reason"].(string); r != "" {
-			s += " (" + r
-			if msg, _ := m["message"].(string); msg != "" {
-				s += ": " + msg
+	for _, cd := range c.Conditions {
+		s := fmt.Sprintf("%v=%v", cd.Type, cd.Status)
+		if cd.Reason != "" {
+			s += " (" + cd.Reason
+			if cd.Message != "" {
+				s += ": " + cd.Message
 			}
 			s += ")"
 		}
@@ -271,15 +233,14 @@ func conditionsText(u *unstructured.Unstructured) string {
 	return strings.Join(parts, "; ")
 }
 
-// sandboxName is the name of the claim's Sandbox: status.sandbox.Name
-// (v1alpha1 spells it with a capital N), else the claim's own name.
-func sandboxName(u *unstructured.Unstructured) string {
-	for _, k := range []string{"Name", "name"} {
-		if n, _, _ := unstructured.NestedString(u.Object, "status", "sandbox", k); n != "" {
-			return n
-		}
+// sandboxName is the name of the claim's Sandbox: status.sandbox.name, else
+// the claim's own name (agent-sandbox v0.1.1 names the Sandbox after the
+// claim, and spells the status key "Name", which typed decoding drops).
+func sandboxName(c *claimView) string {
+	if c.SandboxName != "" {
+		return c.SandboxName
 	}
-	return u.GetName()
+	return c.Name
 }
 
 // waitReady watches claim until it is Ready, then finds its pod. On timeout
@@ -290,8 +251,8 @@ func sandboxName(u *unstructured.Unstructured) string {
 // expires or breaks, with backoff), so no event is lost between a list and
 // a watch. An error retrying cannot fix (RBAC, a missing type) ends it at
 // once instead of waiting for the timeout.
-func (p *Provider) waitReady(ctx context.Context, a *api, claim *unstructured.Unstructured, spec sandbox.Spec) (*Sandbox, error) {
-	ns, name := claim.GetNamespace(), claim.GetName()
+func (p *Provider) waitReady(ctx context.Context, a *api, claim *claimView, spec sandbox.Spec) (*Sandbox, error) {
+	ns, name := claim.Namespace, claim.Name
 	start := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, p.cfg.ClaimTimeout)
 	defer cancel()
@@ -334,24 +295,11 @@ func (p *Provider) waitReady(ctx context.Context, a *api, claim *unstructured.Un
 		}
 		return err
 	}
-	sel := fields.OneTermEqualSelector("metadata.name", name).String()
-	claims := a.claims(ns)
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = sel
-			l, err := claims.List(ctx, o)
-			return l, check(err)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = sel
-			w, err := claims.Watch(ctx, o)
-			return w, check(err)
-		},
-	}
+	lw, objType := a.claimWatch(ns, fields.OneTermEqualSelector("metadata.name", name).String(), check)
 	last := claim
 	lastCond := ""
 	gone := false
-	seen := func(u *unstructured.Unstructured) bool {
+	seen := func(u *claimView) bool {
 		last = u
 		if c := conditionsText(u); c != lastCond && c != "" {
 			lastCond = c
@@ -360,13 +308,14 @@ func (p *Provider) waitReady(ctx context.Context, a *api, claim *unstructured.Un
 		st, _, _, _ := readyCondition(u)
 		return st == "True"
 	}
-	_, err := watchtools.UntilWithSync(wctx, cache.ToListWatcherWithWatchListSemantics(lw, a.dyn), &unstructured.Unstructured{},
+	_, err := watchtools.UntilWithSync(wctx, lw, objType,
 		func(store cache.Store) (bool, error) {
 			obj, exists, err := store.GetByKey(ns + "/" + name)
 			if err != nil {
 				return false, err
 			}
-			u, ok := obj.(*unstructured.Unstructured)
+			o, _ := obj.(runtime.Object)
+			u, ok := asClaim(o)
 			if !exists || !ok {
 				gone = true
 				return true, nil
@@ -374,8 +323,8 @@ func (p *Provider) waitReady(ctx context.Context, a *api, claim *unstructured.Un
 			return seen(u), nil
 		},
 		func(ev watch.Event) (bool, error) {
-			u, ok := ev.Object.(*unstructured.Unstructured)
-			if !ok || u.GetName() != name {
+			u, ok := asClaim(ev.Object)
+			if !ok || u.Name != name {
 				return false, nil
 			}
 			switch ev.Type {
@@ -423,11 +372,11 @@ func (p *Provider) waitReady(ctx context.Context, a *api, claim *unstructured.Un
 
 // claimFailed builds the timeout error (or the caller's cancellation) and
 // deletes the claim.
-func (p *Provider) claimFailed(ctx context.Context, a *api, last *unstructured.Unstructured, start time.Time) error {
-	ns, name := last.GetNamespace(), last.GetName()
+func (p *Provider) claimFailed(ctx context.Context, a *api, last *claimView, start time.Time) error {
+	ns, name := last.Namespace, last.Name
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if cur, err := a.claims(ns).Get(dctx, name, getOpts); err == nil {
+	if cur, err := a.claimGet(dctx, ns, name); err == nil {
 		last = cur
 	}
 	p.deleteClaim(a, ns, name)
@@ -436,21 +385,18 @@ func (p *Provider) claimFailed(ctx context.Context, a *api, last *unstructured.U
 	}
 	e := &ClaimTimeoutError{Claim: name, Pool: p.cfg.Pool, Namespace: ns, Waited: time.Since(start).Round(time.Second).String(),
 		Conditions: conditionsText(last)}
-	if pool, err := a.pools(ns).Get(dctx, p.cfg.Pool, getOpts); err == nil {
-		e.PoolReady, _, _ = unstructured.NestedInt64(pool.Object, "status", "readyReplicas")
-		e.PoolWanted, _, _ = unstructured.NestedInt64(pool.Object, "spec", "replicas")
+	if pool, err := a.poolGet(dctx, ns, p.cfg.Pool); err == nil {
+		e.PoolReady, e.PoolWanted = pool.Ready, pool.Replicas
 	}
 	return e
 }
 
 func (p *Provider) poolReadyText(ctx context.Context, a *api) string {
-	pool, err := a.pools(p.cfg.Namespace).Get(ctx, p.cfg.Pool, getOpts)
+	pool, err := a.poolGet(ctx, p.cfg.Namespace, p.cfg.Pool)
 	if err != nil {
 		return "an unknown number"
 	}
-	r, _, _ := unstructured.NestedInt64(pool.Object, "status", "readyReplicas")
-	n, _, _ := unstructured.NestedInt64(pool.Object, "spec", "replicas")
-	return fmt.Sprintf("%d of %d", r, n)
+	return fmt.Sprintf("%d of %d", pool.Ready, pool.Replicas)
 }
 
 // deleteClaim deletes a claim in the background of any cancelled context;
@@ -459,7 +405,7 @@ func (p *Provider) deleteClaim(a *api, ns, name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	fg := metav1.DeletePropagationForeground
-	if err := a.claims(ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil && !apierrors.IsNotFound(err) {
+	if err := a.claimDelete(ctx, ns, name, metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil && !apierrors.IsNotFound(err) {
 		p.log.Warn("delete claim", "claim", name, "err", err)
 	}
 }
@@ -467,11 +413,11 @@ func (p *Provider) deleteClaim(a *api, ns, name string) {
 // sandboxFor finds the pod of a Ready claim: the Sandbox's pod-name
 // annotation, else the Sandbox's name, else the pod labelled with the claim's
 // UID.
-func (p *Provider) sandboxFor(ctx context.Context, a *api, claim *unstructured.Unstructured) (*Sandbox, error) {
-	ns := claim.GetNamespace()
+func (p *Provider) sandboxFor(ctx context.Context, a *api, claim *claimView) (*Sandbox, error) {
+	ns := claim.Namespace
 	sbName := sandboxName(claim)
 	var candidates []string
-	sbx, err := a.sandboxes(ns).Get(ctx, sbName, getOpts)
+	sbx, err := a.sbs(ctx, ns, sbName)
 	switch {
 	case err == nil:
 		if pn := sbx.GetAnnotations()[annotPodName]; pn != "" {
@@ -526,9 +472,7 @@ func (p *Provider) sandboxFor(ctx context.Context, a *api, claim *unstructured.U
 			sb.restarts, sb.restartsKnown = cs.RestartCount, true
 		}
 	}
-	if t, _, _ := unstructured.NestedString(claim.Object, "spec", "lifecycle", "shutdownTime"); t != "" {
-		sb.shutdown, _ = time.Parse(time.RFC3339, t)
-	}
+	sb.shutdown = claim.ShutdownTime
 	sb.lastRenew = time.Now()
 	return sb, nil
 }
@@ -584,7 +528,7 @@ func (p *Provider) Attach(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 
 // attachClaim checks that claim is still usable and returns its sandbox.
 func (p *Provider) attachClaim(ctx context.Context, a *api, ns, name string, spec sandbox.Spec) (*Sandbox, error) {
-	claim, err := a.claims(ns).Get(ctx, name, getOpts)
+	claim, err := a.claimGet(ctx, ns, name)
 	if apierrors.IsNotFound(err) && !isMissingType(err) {
 		return nil, &sandbox.StaleError{Name: spec.Name, Reason: fmt.Sprintf("its claim %s no longer exists (expired by its shutdownTime, or deleted)", name)}
 	}
@@ -643,20 +587,20 @@ func (p *Provider) findByLabel(ctx context.Context, a *api, spec sandbox.Spec) (
 // listClaims lists this owner's claims (one session's when session is set),
 // newest first, skipping those whose exact session key differs (hashed label
 // values could collide).
-func (p *Provider) listClaims(ctx context.Context, a *api, session string) ([]unstructured.Unstructured, error) {
+func (p *Provider) listClaims(ctx context.Context, a *api, session string) ([]claimView, error) {
 	ns := p.cfg.Namespace
-	list, err := a.claims(ns).List(ctx, metav1.ListOptions{LabelSelector: ownerSelector(p.cfg.Owner, session)})
+	list, err := a.claimList(ctx, ns, metav1.ListOptions{LabelSelector: ownerSelector(p.cfg.Owner, session)})
 	if err != nil {
 		return nil, apiError(err, a.server, "list", "sandboxclaims."+GroupExtensions, ns)
 	}
-	var out []unstructured.Unstructured
-	for _, c := range list.Items {
+	var out []claimView
+	for _, c := range list {
 		if session != "" && c.GetAnnotations()[AnnotSessionKey] != session {
 			continue
 		}
 		out = append(out, c)
 	}
-	slices.SortFunc(out, func(x, y unstructured.Unstructured) int {
+	slices.SortFunc(out, func(x, y claimView) int {
 		return y.GetCreationTimestamp().Compare(x.GetCreationTimestamp().Time)
 	})
 	return out, nil
@@ -684,10 +628,8 @@ func (p *Provider) List(ctx context.Context) ([]ClaimInfo, error) {
 	for _, c := range claims {
 		st, _, _, _ := readyCondition(&c)
 		in := ClaimInfo{Name: c.GetName(), Namespace: c.GetNamespace(), Session: c.GetAnnotations()[AnnotSessionKey],
-			Persistent: c.GetLabels()[LabelPersistent] == "true", Ready: st == "True", Created: c.GetCreationTimestamp().Time}
-		if t, _, _ := unstructured.NestedString(c.Object, "spec", "lifecycle", "shutdownTime"); t != "" {
-			in.ShutdownTime, _ = time.Parse(time.RFC3339, t)
-		}
+			Persistent: c.GetLabels()[LabelPersistent] == "true", Ready: st == "True", Created: c.GetCreationTimestamp().Time,
+			ShutdownTime: c.ShutdownTime}
 		out = append(out, in)
 	}
 	return out, nil
@@ -721,7 +663,7 @@ func (p *Provider) release(ctx context.Context, session string) ([]string, error
 	var errs []error
 	fg := metav1.DeletePropagationForeground
 	for _, c := range claims {
-		err := a.claims(c.GetNamespace()).Delete(ctx, c.GetName(), metav1.DeleteOptions{PropagationPolicy: &fg})
+		err := a.claimDelete(ctx, c.GetNamespace(), c.GetName(), metav1.DeleteOptions{PropagationPolicy: &fg})
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, apiError(err, a.server, "delete", "sandboxclaims."+GroupExtensions, c.GetNamespace()))
 			continue

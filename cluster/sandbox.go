@@ -127,7 +127,7 @@ func (s *Sandbox) RenewNow(ctx context.Context) error {
 	}
 	t := time.Now().Add(s.ttl).UTC().Truncate(time.Second)
 	patch := fmt.Sprintf(`{"spec":{"lifecycle":{"shutdownTime":%q}}}`, t.Format(time.RFC3339))
-	obj, err := a.claims(s.ns).Patch(ctx, s.claim, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	obj, err := a.claimPatch(ctx, s.ns, s.claim, types.MergePatchType, []byte(patch))
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("%w: claim %s no longer exists (expired or deleted)", sandbox.ErrLost, s.claim)
 	}
@@ -156,7 +156,7 @@ func (s *Sandbox) Release(ctx context.Context) error {
 		return err
 	}
 	fg := metav1.DeletePropagationForeground
-	err = a.claims(s.ns).Delete(ctx, s.claim, metav1.DeleteOptions{PropagationPolicy: &fg})
+	err = a.claimDelete(ctx, s.ns, s.claim, metav1.DeleteOptions{PropagationPolicy: &fg})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return apiError(err, a.server, "delete", "sandboxclaims."+GroupExtensions, s.ns)
 	}
@@ -188,7 +188,7 @@ func (s *Sandbox) lost(ctx context.Context, cause error, started bool) error {
 	case s.podGone(pod) != "":
 		what = s.podGone(pod)
 	default:
-		if _, err := a.claims(s.ns).Get(ctx, s.claim, getOpts); apierrors.IsNotFound(err) {
+		if _, err := a.claimGet(ctx, s.ns, s.claim); apierrors.IsNotFound(err) {
 			what = "claim " + s.claim + " is gone (expired or deleted)"
 		} else {
 			return nil

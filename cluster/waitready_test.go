@@ -27,12 +27,12 @@ func TestWaitReadyForbiddenWatch(t *testing.T) {
 	deny := func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: GroupExtensions, Resource: "sandboxclaims"}, "", errors.New("cannot watch"))
 	}
-	f.dyn.PrependWatchReactor("sandboxclaims", func(a k8stesting.Action) (bool, watch.Interface, error) {
+	f.ext.PrependWatchReactor("sandboxclaims", func(a k8stesting.Action) (bool, watch.Interface, error) {
 		_, _, err := deny(a)
 		return true, nil, err
 	})
-	f.dyn.PrependReactor("list", "sandboxclaims", deny)
-	p := NewForClients(Config{Pool: "p", Owner: "alice", ClaimTimeout: 60 * time.Second}, nil, f.kube, f.dyn, f.disc, nil)
+	f.ext.PrependReactor("list", "sandboxclaims", deny)
+	p := NewForClients(Config{Pool: "p", Owner: "alice", ClaimTimeout: 60 * time.Second}, nil, f.kube, f.ext, f.core, f.disc, nil)
 	start := time.Now()
 	_, err := p.Claim(ctx, sandbox.Spec{Name: "s", StateDir: t.TempDir()})
 	var fe *ForbiddenError
@@ -40,7 +40,7 @@ func TestWaitReadyForbiddenWatch(t *testing.T) {
 		t.Fatalf("after %s: %v; want a ForbiddenError at once", time.Since(start).Round(time.Millisecond), err)
 	}
 	deleted := false
-	for _, a := range f.dyn.Actions() {
+	for _, a := range f.ext.Actions() {
 		if a.GetVerb() == "delete" && a.GetResource().Resource == "sandboxclaims" {
 			deleted = true
 		}
@@ -58,14 +58,14 @@ func TestWaitReadyWatchBreaks(t *testing.T) {
 	defer cancel()
 	f := newFakeCluster(t, "v1alpha1", pool("p", "busybox", 1))
 	var watches atomic.Int32
-	f.dyn.PrependWatchReactor("sandboxclaims", func(a k8stesting.Action) (bool, watch.Interface, error) {
+	f.ext.PrependWatchReactor("sandboxclaims", func(a k8stesting.Action) (bool, watch.Interface, error) {
 		if watches.Add(1) == 1 {
 			return true, nil, apierrors.NewInternalError(errors.New("etcd hiccup"))
 		}
 		return false, nil, nil
 	})
 	f.controller(t, ctx)
-	p := NewForClients(Config{Pool: "p", Owner: "alice", IdleTTL: time.Hour, ClaimTimeout: 30 * time.Second}, nil, f.kube, f.dyn, f.disc, nil)
+	p := NewForClients(Config{Pool: "p", Owner: "alice", IdleTTL: time.Hour, ClaimTimeout: 30 * time.Second}, nil, f.kube, f.ext, f.core, f.disc, nil)
 	sb, err := p.Claim(ctx, sandbox.Spec{Name: "s", StateDir: t.TempDir()})
 	if err != nil {
 		t.Fatalf("a claim whose first watch failed: %v", err)
@@ -73,7 +73,7 @@ func TestWaitReadyWatchBreaks(t *testing.T) {
 	if watches.Load() < 1 {
 		t.Error("no watch was tried: the test does not test a broken watch")
 	}
-	if _, err := f.dyn.Resource(gvrClaims).Namespace("sbx").Get(ctx, sb.(*Sandbox).Claim(), metav1.GetOptions{}); err != nil {
+	if _, err := f.ext.ExtensionsV1alpha1().SandboxClaims("sbx").Get(ctx, sb.(*Sandbox).Claim(), metav1.GetOptions{}); err != nil {
 		t.Errorf("claim: %v", err)
 	}
 }

@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -44,18 +43,7 @@ func (s *Sandbox) watchSandbox(ctx context.Context) {
 			return pods.Watch(ctx, o)
 		},
 	}
-	claimSel := fields.OneTermEqualSelector("metadata.name", s.claim).String()
-	claims := a.claims(s.ns)
-	claimLW := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = claimSel
-			return claims.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = claimSel
-			return claims.Watch(ctx, o)
-		},
-	}
+	claimLW, claimType := a.claimWatch(s.ns, fields.OneTermEqualSelector("metadata.name", s.claim).String(), func(err error) error { return err })
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	whys := make(chan string, 2)
@@ -68,7 +56,7 @@ func (s *Sandbox) watchSandbox(ctx context.Context) {
 		})
 	}()
 	go func() {
-		whys <- follow(ctx, s.p.log, cache.ToListWatcherWithWatchListSemantics(claimLW, a.dyn), &unstructured.Unstructured{}, s.ns+"/"+s.claim, "claim "+s.claim, s.claimGone)
+		whys <- follow(ctx, s.p.log, claimLW, claimType, s.ns+"/"+s.claim, "claim "+s.claim, s.claimGone)
 	}()
 	for range 2 {
 		if why := <-whys; why != "" {
@@ -80,7 +68,7 @@ func (s *Sandbox) watchSandbox(ctx context.Context) {
 
 // claimGone says why a claim object no longer holds this sandbox, or "".
 func (s *Sandbox) claimGone(o runtime.Object) string {
-	u, ok := o.(*unstructured.Unstructured)
+	u, ok := asClaim(o)
 	switch {
 	case !ok || u.GetName() != s.claim:
 		return ""
