@@ -585,7 +585,10 @@ func (r *Round) Finish(reply HelperReply) (Report, error) {
 		// the whole manifest. A large one is: sending thousands of files
 		// again with every later command (each `sbx exec` is a process of
 		// its own) costs far more than one save; so are hashes that settled.
-		if !wasReset && r.settled == 0 && rep.Pushed < pushSaveMin {
+		// A watching process (sbx-mcp) keeps settled hashes in memory
+		// (saved with its next save; another process that reads the file
+		// hashes them once more).
+		if !wasReset && (r.settled == 0 || h.watching()) && rep.Pushed < pushSaveMin {
 			return rep, nil
 		}
 		return rep, h.save()

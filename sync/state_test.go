@@ -124,7 +124,12 @@ func TestSettledHashesStaySettled(t *testing.T) {
 			for time.Since(written) <= racyWindow+100*time.Millisecond {
 				time.Sleep(50 * time.Millisecond) // the files age past the racy window
 			}
+			before, _ := os.Stat(filepath.Join(p.hstate+"-host", "sync.state"))
 			p.sync(nil) // settles them
+			after, _ := os.Stat(filepath.Join(p.hstate+"-host", "sync.state"))
+			if watched && (before == nil || after == nil || !after.ModTime().Equal(before.ModTime())) {
+				t.Fatal("a watching host rewrote its state for hashes that only settled")
+			}
 			for k := 0; k < 3; k++ {
 				h0, s0 := hashedFiles.Load(), stateSaves.Load()
 				p.sync(nil)
