@@ -57,6 +57,9 @@ func main() {
 	b, err := setup()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "matrix: %v\n", err)
+		if b != nil {
+			b.cleanup()
+		}
 		os.Exit(1)
 	}
 	defer b.cleanup()
