@@ -49,8 +49,10 @@ var RequiredAccess = func() []Access {
 			out = append(out, Access{Verb: v, Group: r.g, Resource: r.r})
 		}
 	}
-	// WebSocket exec is a GET that 1.35+ servers also authorize as create.
-	return append(out, Access{Verb: "get", Resource: "pods", Subresource: "exec"}, Access{Verb: "create", Resource: "pods", Subresource: "exec"})
+	// WebSocket exec is a GET that 1.35+ servers also authorize as create;
+	// sbx port's SPDY port-forward is a create (portforward.go).
+	return append(out, Access{Verb: "get", Resource: "pods", Subresource: "exec"}, Access{Verb: "create", Resource: "pods", Subresource: "exec"},
+		Access{Verb: "create", Resource: "pods", Subresource: "portforward"})
 }()
 
 // Doctor checks, in order, everything a first claim needs: the kubeconfig,
