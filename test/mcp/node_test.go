@@ -90,7 +90,7 @@ func TestInspectorCLI(t *testing.T) {
 				return r
 			}
 			list, raw := run("--method", "tools/list")
-			if len(list.Tools) != 8 {
+			if len(list.Tools) != 9 {
 				t.Fatalf("tools/list: %s", raw)
 			}
 			if r := call("bash", "command=echo hi from the inspector; pwd", "timeout=30000", "description=greets"); r.IsError || !strings.Contains(r.text(), "hi from the inspector\n"+e.code+"\nExit code: 0") {
