@@ -106,6 +106,10 @@ type Cluster struct {
 	// package cache (sbx pool render --cache-mount): the engine points the
 	// commands' GOMODCACHE, GOCACHE, ... below it. Empty: none.
 	CacheMount string
+	// EgressProxy is the URL of the allowlist proxy the pool's pods reach
+	// (sbx proxy behind the rendered NetworkPolicy): the engine announces it
+	// to the commands as HTTPS_PROXY, HTTP_PROXY and NO_PROXY. Empty: none.
+	EgressProxy string
 }
 
 // Defaults returns the built-in configuration.

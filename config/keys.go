@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/url"
 
 	"github.com/sbx-sh/sbx/egress"
 	"path/filepath"
@@ -164,6 +165,9 @@ var Keys = []*Key{
 	{Name: "cluster.cache_mount", Default: "none", Env: []string{"AGENT_SANDBOX_CACHE_MOUNT"}, Sources: trusted,
 		parse: enumValue("want the absolute path the pool mounts its cache at (sbx pool render --cache-mount)", checkCacheMount),
 		get:   func(c *Config) any { return c.Cluster.CacheMount }, set: func(c *Config, v any) { c.Cluster.CacheMount = v.(string) }},
+	{Name: "cluster.egress_proxy", Default: "none", Env: []string{"AGENT_SANDBOX_EGRESS_PROXY"}, Sources: trusted,
+		parse: enumValue("want the proxy's URL, http://HOST:PORT (sbx proxy --listen in the cluster)", checkProxyURL),
+		get:   func(c *Config) any { return c.Cluster.EgressProxy }, set: func(c *Config, v any) { c.Cluster.EgressProxy = v.(string) }},
 }
 
 // checkCacheMount accepts what sbx pool render --cache-mount does: an
@@ -448,3 +452,16 @@ func subset(cur, v any) bool {
 }
 
 func always(_, _ any) bool { return true }
+
+// checkProxyURL accepts http://HOST:PORT and nothing more: no user or
+// password (the proxy takes none), no path, query or fragment.
+func checkProxyURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "http" || u.Hostname() == "" || u.Port() == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("%q is not http://HOST:PORT", s)
+	}
+	if n, err := strconv.Atoi(u.Port()); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("%q: port %s is out of range (1 to 65535)", s, u.Port())
+	}
+	return nil
+}

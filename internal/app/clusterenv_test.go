@@ -54,3 +54,32 @@ func TestClusterCacheEnv(t *testing.T) {
 		t.Fatalf("a project's cluster.cache_mount: %v", err)
 	}
 }
+
+// cluster.egress_proxy announces the cluster's allowlist proxy to a
+// cluster session's commands, as the local backend announces its own;
+// anything but http://HOST:PORT is refused naming the key.
+func TestClusterEgressProxyEnv(t *testing.T) {
+	project(t, "[cluster]\negress_proxy = \"http://sbx-proxy.sbx.svc:3128\"\n")
+	for _, k := range []string{"AGENT_SANDBOX_CACHE_MOUNT", "AGENT_SANDBOX_EGRESS_PROXY"} {
+		t.Setenv(k, "")
+		os.Unsetenv(k)
+	}
+	e, err := Setup(Flags{Backend: "cluster"}, Server, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"HTTPS_PROXY=http://sbx-proxy.sbx.svc:3128", "http_proxy=http://sbx-proxy.sbx.svc:3128", "NO_PROXY=localhost,127.0.0.1,::1"} {
+		if !slices.Contains(e.Params.Env, v) {
+			t.Errorf("no %s in %q", v, e.Params.Env)
+		}
+	}
+	if e, err = Setup(Flags{}, Server, nil); err != nil || e.Params.Env != nil {
+		t.Fatalf("local session env %q (%v): the local backend announces its own proxy", e.Params.Env, err)
+	}
+	for _, bad := range []string{"sbx-proxy:3128", "https://p:3128", "http://p", "http://user:pw@p:3128", "http://p:3128/x", "http://p:0", "http://p:99999", "http://:3128"} {
+		t.Setenv("AGENT_SANDBOX_EGRESS_PROXY", bad)
+		if _, err := Setup(Flags{Backend: "cluster"}, Server, nil); err == nil || !strings.Contains(err.Error(), "AGENT_SANDBOX_EGRESS_PROXY") && !strings.Contains(err.Error(), "egress_proxy") {
+			t.Errorf("egress proxy %q: %v", bad, err)
+		}
+	}
+}

@@ -87,10 +87,20 @@ func checkEgress(cfg config.Config) error {
 // clusterEnv is what a cluster backend's commands get beside the base
 // environment: the variables of the pool's per-node caches when
 // cluster.cache_mount names where the pool mounts them (and cache is not
-// "none").
+// "none"), and the allowlist proxy's when cluster.egress_proxy names it.
 func clusterEnv(cfg config.Config) []string {
-	if cfg.Backend != "cluster" || cfg.Cluster.CacheMount == "" || cfg.Cache == "none" {
+	if cfg.Backend != "cluster" {
 		return nil
 	}
-	return cache.ClusterEnv(cfg.Cluster.CacheMount)
+	var env []string
+	if cfg.Cluster.CacheMount != "" && cfg.Cache != "none" {
+		env = cache.ClusterEnv(cfg.Cluster.CacheMount)
+	}
+	if p := cfg.Cluster.EgressProxy; p != "" {
+		// As the local backend announces its proxy (local/egress_linux.go).
+		const noProxy = "localhost,127.0.0.1,::1"
+		env = append(env, "HTTPS_PROXY="+p, "https_proxy="+p, "HTTP_PROXY="+p, "http_proxy="+p,
+			"NO_PROXY="+noProxy, "no_proxy="+noProxy)
+	}
+	return env
 }
