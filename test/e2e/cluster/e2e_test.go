@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -314,8 +315,18 @@ func TestClaimTimeoutEmptyPool(t *testing.T) {
 }
 
 func TestRBACLeastPrivilege(t *testing.T) {
-	// everything sbx needs is granted in its namespace
+	// everything sbx needs is granted in its namespace; the gVisor check
+	// says whether the pool's pods run under gVisor: not in the runc pass
+	gvisor := os.Getenv("SBX_E2E_RUNTIME_CLASS") == "gvisor"
 	for _, c := range cluster.Doctor(context.Background(), saCfg(t)) {
+		if strings.Contains(c.Name, "gVisor") && !gvisor {
+			if c.OK {
+				t.Errorf("doctor: %s: OK on a pool under runc: %s", c.Name, c.Detail)
+			} else {
+				t.Logf("doctor (runc pass): %s: %s", c.Name, c.Detail)
+			}
+			continue
+		}
 		if !c.OK {
 			t.Errorf("doctor: %s: %s (fix: %s)", c.Name, c.Detail, c.Fix)
 		}
