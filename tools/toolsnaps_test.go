@@ -116,7 +116,7 @@ func TestInventory(t *testing.T) {
 		}
 	}
 	// The SDK lists tools by name: a stable order.
-	if got, want := strings.Join(names, ","), "apply_patch,bash,bash_kill,bash_output,edit,read,release,write"; got != want {
+	if got, want := strings.Join(names, ","), "apply_patch,bash,bash_kill,bash_output,edit,port,read,release,write"; got != want {
 		t.Errorf("tools listed as %s, want %s", got, want)
 	}
 	readOnly := map[string]bool{"read": true, "bash_output": true}
