@@ -26,6 +26,10 @@ import (
 // MaxPortForwards bounds the port tool's forwards per session.
 const MaxPortForwards = 16
 
+// portGoneEvery is how often a forward looks at whether its session was
+// closed.
+const portGoneEvery = time.Second
+
 // portTable is the port tool's live forwards, by sbx session name. Its own
 // lock; never held across a forward's start or end.
 type portTable struct {
@@ -184,6 +188,24 @@ func (t *portTable) start(name string, sess *session.Session, sandboxPort int, l
 		})
 		log.Info("port forward ended", "session", name, "sandbox_port", sandboxPort, "err", err)
 		errc <- err
+	}()
+	// A kept session (persistent cluster claims) is closed, not released,
+	// when its client goes or sbx-mcp stops: its sandbox stays, and the
+	// forward must not outlive the session that asked for it.
+	go func() {
+		t := time.NewTicker(portGoneEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-f.done:
+				return
+			case <-t.C:
+				if _, _, err := sess.PortDialer(); errors.Is(err, session.ErrClosed) {
+					cancel()
+					return
+				}
+			}
+		}
 	}()
 	select {
 	case f.addr = <-ready:
