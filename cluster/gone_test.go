@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/sbx-sh/sbx/sandbox"
@@ -203,5 +205,61 @@ func TestPodWatchSeesContainerRestart(t *testing.T) {
 	}
 	if _, err := s.Exec(ctx, &sandbox.Cmd{Argv: []string{"true"}}); !errors.Is(err, sandbox.ErrUnreachable) {
 		t.Errorf("exec after the restart: %v; want ErrUnreachable", err)
+	}
+}
+
+// TestPodRecreatedIsGone: agent-sandbox v0.5.6 makes a deleted pod again at
+// once, under the same name and for the same claim. The new pod has none of
+// the sandbox's processes or files, so a command that ended as it was
+// deleted is lost (not "exit 137"), and no later command runs in the new pod,
+// in this process or in one that attaches from the state file.
+func TestPodRecreatedIsGone(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := newFakeCluster(t, "v1alpha1", pool("p", "busybox", 2))
+	n := 0
+	f.kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		pod := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
+		if pod.UID == "" {
+			n++
+			pod.UID = types.UID(fmt.Sprintf("pod-uid-%d", n))
+		}
+		return false, nil, nil
+	})
+	f.controller(t, ctx)
+	cfg := Config{Pool: "p", Owner: "alice", IdleTTL: time.Hour, ClaimTimeout: 10 * time.Second}
+	p := NewForClients(cfg, nil, f.kube, f.ext, f.core, f.disc, nil)
+	dir := t.TempDir()
+	sb, err := p.Claim(ctx, sandbox.Spec{Name: "recreated", StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sb.(*Sandbox)
+	if s.podUID == "" {
+		t.Fatal("the sandbox did not keep its pod's UID")
+	}
+	pods := f.kube.CoreV1().Pods("sbx")
+	pod, err := pods.Get(ctx, s.Pod(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pods.Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	again := pod.DeepCopy()
+	again.UID, again.ResourceVersion = "", ""
+	if _, err := pods.Create(ctx, again, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// What the exec path asks when a command's stream ended early.
+	if err := s.lost(ctx, errors.New("command terminated with exit code 137"), true); !errors.Is(err, sandbox.ErrLost) || !strings.Contains(err.Error(), "made again") {
+		t.Errorf("a command that ended as its pod was replaced: %v; want ErrLost naming the new pod", err)
+	}
+	// Another process attaching from the state file finds the claim stale.
+	p2 := NewForClients(cfg, nil, f.kube, f.ext, f.core, f.disc, nil)
+	_, err = p2.Attach(ctx, sandbox.Spec{Name: "recreated", StateDir: dir})
+	var stale *sandbox.StaleError
+	if !errors.As(err, &stale) || !strings.Contains(err.Error(), "made again") {
+		t.Errorf("attach after the pod was made again: %v; want a StaleError naming it", err)
 	}
 }

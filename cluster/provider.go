@@ -100,6 +100,10 @@ type state struct {
 	Claim     string `json:"claim"`
 	UID       string `json:"uid"`
 	Pod       string `json:"pod"`
+	// PodUID tells the pod sbx found from one made again under its name
+	// (agent-sandbox v0.5.6 recreates a deleted pod at once): a new pod has
+	// none of the sandbox's processes or files.
+	PodUID    string `json:"pod_uid,omitempty"`
 	Container string `json:"container"`
 	Session   string `json:"session"`
 }
@@ -461,7 +465,7 @@ func (p *Provider) sandboxFor(ctx context.Context, a *api, claim *claimView) (*S
 	}
 	sb := &Sandbox{
 		p: p, a: a, ns: ns, claim: claim.GetName(), uid: string(claim.GetUID()),
-		pod: pod.Name, container: pod.Spec.Containers[0].Name,
+		pod: pod.Name, podUID: string(pod.UID), container: pod.Spec.Containers[0].Name,
 		session: claim.GetAnnotations()[AnnotSessionKey], ttl: p.cfg.IdleTTL,
 	}
 	if m, ok := pod.Spec.Containers[0].Resources.Limits[corev1.ResourceMemory]; ok {
@@ -551,6 +555,10 @@ func (p *Provider) attachClaim(ctx context.Context, a *api, ns, name string, spe
 		}
 		p.deleteClaim(a, ns, name)
 		return nil, &sandbox.StaleError{Name: spec.Name, Reason: err.Error() + "; deleted the claim"}
+	}
+	if st, err := readState(spec.StateDir); err == nil && st.Claim == name && st.PodUID != "" && st.PodUID != sb.podUID {
+		p.deleteClaim(a, ns, name)
+		return nil, &sandbox.StaleError{Name: spec.Name, Reason: fmt.Sprintf("its pod %s was deleted and made again (uid %s, was %s): the sandbox's processes and files are gone; deleted the claim", sb.pod, sb.podUID, st.PodUID)}
 	}
 	sb.session = spec.Name
 	sb.stateDir = spec.StateDir

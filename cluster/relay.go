@@ -57,7 +57,7 @@ func (p *Provider) viaRelay(spec sandbox.Spec) *Sandbox {
 	if why, err := inpod.RelayStatus(path, 2*time.Second); err != nil || why != "" {
 		return nil
 	}
-	return &Sandbox{p: p, ns: st.Namespace, claim: st.Claim, uid: st.UID, pod: st.Pod, container: st.Container,
+	return &Sandbox{p: p, ns: st.Namespace, claim: st.Claim, uid: st.UID, pod: st.Pod, podUID: st.PodUID, container: st.Container,
 		session: spec.Name, stateDir: spec.StateDir, ttl: p.ttl(spec), relay: path}
 }
 

@@ -27,7 +27,8 @@ type Sandbox struct {
 	pod, container    string
 	session, stateDir string
 	ttl               time.Duration
-	podMemory         int64 // the pod's memory limit in bytes, 0 when none (checkLimits)
+	podMemory         int64  // the pod's memory limit in bytes, 0 when none (checkLimits)
+	podUID            string // the pod's UID when sbx found it; another is a new pod (podGone)
 	// restarts is the container's restart count when sbx found the pod
 	// (restartsKnown): a higher one means a new container (podGone).
 	restarts            int32
@@ -83,7 +84,7 @@ func (s *Sandbox) ShutdownTime() time.Time {
 }
 
 func (s *Sandbox) state() state {
-	return state{Namespace: s.ns, Claim: s.claim, UID: s.uid, Pod: s.pod, Container: s.container, Session: s.session}
+	return state{Namespace: s.ns, Claim: s.claim, UID: s.uid, Pod: s.pod, PodUID: s.podUID, Container: s.container, Session: s.session}
 }
 
 // renewMinInterval bounds how often Renew patches the claim.
@@ -209,6 +210,8 @@ func (s *Sandbox) podGone(pod *corev1.Pod) string {
 	switch {
 	case pod.DeletionTimestamp != nil:
 		return "pod " + s.pod + " is being deleted"
+	case s.podUID != "" && string(pod.UID) != s.podUID:
+		return "pod " + s.pod + " was deleted and made again (a new pod, without the sandbox's processes or files)"
 	case pod.Status.Phase != corev1.PodRunning:
 		return fmt.Sprintf("pod %s is %s", s.pod, pod.Status.Phase)
 	case pod.Labels[labelClaimUID] != "" && pod.Labels[labelClaimUID] != s.uid:
