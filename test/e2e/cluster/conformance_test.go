@@ -22,10 +22,8 @@ import (
 // limits promises are not run here.
 //
 // The shell wrapper (for pods no helper can run in; Sandbox.UseWrapper) is
-// not held to the suite yet: it breaks three of its promises (its commands
-// see SBX_EXEC_ID, an empty Env gets libc's PATH rather than
-// sandbox.DefaultPath, and a given stdin keeps a command from ending), so
-// conformance(t, true) fails; the one runner's work is to close them.
+// held to the same suite by TestConformanceWrapper
+// (wrapper_conformance_test.go).
 func TestConformance(t *testing.T) {
 	conformance(t, false)
 }
