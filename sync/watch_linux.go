@@ -44,6 +44,8 @@ type inotify struct {
 	// descriptor, whose other names no event names) is listed in written.
 	strict  bool
 	written map[string]bool
+	// the bounds, as they were when it was made (tests lower them)
+	maxWatches, maxTouched int
 	dead    bool // the reader has ended
 	done    chan struct{}
 }
@@ -67,7 +69,7 @@ func newInotifyMode(root string, strict bool) (*inotify, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inotify_init1: %w", err)
 	}
-	n := &inotify{root: root, fd: fd, wds: map[int32]string{}, dirs: map[string]int32{}, touched: map[string]bool{}, done: make(chan struct{}), strict: strict, written: map[string]bool{}}
+	n := &inotify{root: root, fd: fd, wds: map[int32]string{}, dirs: map[string]int32{}, touched: map[string]bool{}, done: make(chan struct{}), strict: strict, written: map[string]bool{}, maxWatches: maxWatches, maxTouched: maxTouched}
 	if err := unix.Pipe2(n.wake[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("pipe2: %w", err)
@@ -84,10 +86,10 @@ func (n *inotify) add(rel string) error {
 		full = filepath.Join(n.root, filepath.FromSlash(rel))
 	}
 	n.mu.Lock()
-	many := len(n.dirs) >= maxWatches
+	many := len(n.dirs) >= n.maxWatches
 	n.mu.Unlock()
 	if many {
-		return fmt.Errorf("%w: %s has more than %d directories; full scans are used instead", errWatchLimit, n.root, maxWatches)
+		return fmt.Errorf("%w: %s has more than %d directories; full scans are used instead", errWatchLimit, n.root, n.maxWatches)
 	}
 	mask := uint32(watchMask)
 	if n.strict {
@@ -230,8 +232,8 @@ func (n *inotify) eventLocked(wd int32, mask uint32, name string) {
 				delete(n.written, p)
 			}
 		}
-		if len(n.touched) > maxTouched {
-			n.breakLocked(fmt.Sprintf("more than %d paths changed", maxTouched))
+		if len(n.touched) > n.maxTouched {
+			n.breakLocked(fmt.Sprintf("more than %d paths changed", n.maxTouched))
 		}
 	}
 }
