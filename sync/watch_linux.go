@@ -46,8 +46,8 @@ type inotify struct {
 	written map[string]bool
 	// the bounds, as they were when it was made (tests lower them)
 	maxWatches, maxTouched int
-	dead    bool // the reader has ended
-	done    chan struct{}
+	dead                   bool // the reader has ended
+	done                   chan struct{}
 }
 
 // maxWatches bounds the directories one watch follows (each an inotify
