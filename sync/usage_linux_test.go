@@ -38,73 +38,82 @@ func duOracle(root string) int64 {
 // events is what a full walk finds, and most counts used the events.
 func TestUsageFollowsTheTree(t *testing.T) {
 	for seed := int64(0); seed < usageSeeds; seed++ {
-		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
-			rng := rand.New(rand.NewSource(seed))
-			root := t.TempDir()
-			outside := t.TempDir()
-			os.WriteFile(filepath.Join(outside, "big"), make([]byte, 1<<20), 0o644)
-			u := NewUsage(root)
-			defer u.Close()
-			dirs := []string{"a", "a/b", "c", "c/d/e"}
-			inc := 0
-			for i := 0; i < 60; i++ {
-				dir := filepath.Join(root, dirs[rng.Intn(len(dirs))])
-				f := filepath.Join(dir, fmt.Sprintf("f%d", rng.Intn(3)))
-				op := rng.Intn(10)
-				switch op {
-				case 0, 1:
-					os.MkdirAll(dir, 0o755)
-					os.WriteFile(f, make([]byte, rng.Intn(20000)), 0o644)
-				case 2:
-					os.Truncate(f, int64(rng.Intn(1<<22))) // sparse when grown
-				case 3:
-					os.Remove(f)
-				case 4:
-					os.RemoveAll(dir)
-				case 5:
-					// A second name, in the tree (a link from outside a
-					// mount is EXDEV, as the sandbox's workspace is one).
-					if real, err := filepath.EvalSymlinks(f); err == nil && strings.HasPrefix(real, root+"/") {
-						os.Link(f, filepath.Join(root, fmt.Sprintf("link%d", rng.Intn(3))))
-					}
-				case 9:
-					// Written through a descriptor after its name went:
-					// the other name grows.
-					if fh, err := os.OpenFile(f, os.O_WRONLY, 0); err == nil {
-						os.Remove(f)
-						fh.Write(make([]byte, 100000))
-						fh.Close()
-					}
-				case 6:
-					os.Rename(dir, filepath.Join(root, fmt.Sprintf("moved%d", rng.Intn(2))))
-				case 7:
-					// A parent swapped for a link out of the tree.
-					os.RemoveAll(dir)
-					os.MkdirAll(filepath.Dir(dir), 0o755)
-					os.Symlink(outside, dir)
-				case 8:
-					os.Remove(dir) // the link (or an empty directory) goes
-					os.MkdirAll(dir, 0o755)
-				}
-				if rng.Intn(2) == 0 {
-					continue
-				}
-				watchingBefore := u.n != nil && u.cost != nil
-				got, err := u.Total()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if watchingBefore {
-					inc++
-				}
-				if want := duOracle(root); got != want {
-					t.Fatalf("step %d: the count is %d, a walk finds %d", i, got, want)
-				}
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { usageRun(t, seed) })
+	}
+}
+
+// FuzzUsage is TestUsageFollowsTheTree with the fuzzer's seeds: the sequence
+// of operations is the seed's, the oracle a plain walk.
+func FuzzUsage(f *testing.F) {
+	f.Add(int64(61))
+	f.Fuzz(func(t *testing.T, seed int64) { usageRun(t, seed) })
+}
+
+func usageRun(t *testing.T, seed int64) {
+	rng := rand.New(rand.NewSource(seed))
+	root := t.TempDir()
+	outside := t.TempDir()
+	os.WriteFile(filepath.Join(outside, "big"), make([]byte, 1<<20), 0o644)
+	u := NewUsage(root)
+	defer u.Close()
+	dirs := []string{"a", "a/b", "c", "c/d/e"}
+	inc := 0
+	for i := 0; i < 60; i++ {
+		dir := filepath.Join(root, dirs[rng.Intn(len(dirs))])
+		f := filepath.Join(dir, fmt.Sprintf("f%d", rng.Intn(3)))
+		op := rng.Intn(10)
+		switch op {
+		case 0, 1:
+			os.MkdirAll(dir, 0o755)
+			os.WriteFile(f, make([]byte, rng.Intn(20000)), 0o644)
+		case 2:
+			os.Truncate(f, int64(rng.Intn(1<<22))) // sparse when grown
+		case 3:
+			os.Remove(f)
+		case 4:
+			os.RemoveAll(dir)
+		case 5:
+			// A second name, in the tree (a link from outside a
+			// mount is EXDEV, as the sandbox's workspace is one).
+			if real, err := filepath.EvalSymlinks(f); err == nil && strings.HasPrefix(real, root+"/") {
+				os.Link(f, filepath.Join(root, fmt.Sprintf("link%d", rng.Intn(3))))
 			}
-			if inc == 0 {
-				t.Fatal("no count used the events")
+		case 9:
+			// Written through a descriptor after its name went:
+			// the other name grows.
+			if fh, err := os.OpenFile(f, os.O_WRONLY, 0); err == nil {
+				os.Remove(f)
+				fh.Write(make([]byte, 100000))
+				fh.Close()
 			}
-		})
+		case 6:
+			os.Rename(dir, filepath.Join(root, fmt.Sprintf("moved%d", rng.Intn(2))))
+		case 7:
+			// A parent swapped for a link out of the tree.
+			os.RemoveAll(dir)
+			os.MkdirAll(filepath.Dir(dir), 0o755)
+			os.Symlink(outside, dir)
+		case 8:
+			os.Remove(dir) // the link (or an empty directory) goes
+			os.MkdirAll(dir, 0o755)
+		}
+		if rng.Intn(2) == 0 {
+			continue
+		}
+		watchingBefore := u.n != nil && u.cost != nil
+		got, err := u.Total()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if watchingBefore {
+			inc++
+		}
+		if want := duOracle(root); got != want {
+			t.Fatalf("step %d: the count is %d, a walk finds %d", i, got, want)
+		}
+	}
+	if inc == 0 {
+		t.Fatal("no count used the events")
 	}
 }
 
