@@ -5,14 +5,19 @@ package clustere2e
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
+	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // sbx port on the cluster: a server in a kept session's pod (busybox
@@ -86,5 +91,72 @@ func TestPortForwardToPod(t *testing.T) {
 	}
 	if !strings.Contains(ferr.String(), "gone") {
 		t.Errorf("sbx port did not say the sandbox is gone: %q", ferr.String())
+	}
+}
+
+// The MCP port tool on a cluster session: a server started by bash with
+// run_in_background in the pod answers on the host URL the tool gives; the
+// release tool ends the forward.
+func TestPortToolOnTheCluster(t *testing.T) {
+	w := newWorld(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.Command(filepath.Join(w.bin, "sbx-mcp"))
+	cmd.Dir, cmd.Env = w.code, w.env
+	cmd.Stderr = os.Stderr
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "sbx-e2e"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	call := func(name string, args map[string]any) *mcp.CallToolResult {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil || res.IsError {
+			t.Fatalf("%s %v: %v %+v", name, args, err, res)
+		}
+		return res
+	}
+	call("bash", map[string]any{"command": "mkdir -p /tmp/www && echo mcp-in-pod > /tmp/www/index.html && exec httpd -f -p 127.0.0.1:3000 -h /tmp/www", "run_in_background": true})
+	res := call("port", map[string]any{"sandbox_port": 3000})
+	raw, _ := json.Marshal(res.StructuredContent)
+	var out struct {
+		Forwards []struct {
+			URL      string `json:"url"`
+			HostAddr string `json:"host_addr"`
+		} `json:"forwards"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil || len(out.Forwards) != 1 {
+		t.Fatalf("port: %s %v", raw, err)
+	}
+	url, addr := out.Forwards[0].URL, out.Forwards[0].HostAddr
+	cl := &http.Client{Timeout: 30 * time.Second}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := cl.Get(url + "/index.html")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if string(b) == "mcp-in-pod\n" {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never answered: %v", url, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	call("release", nil)
+	deadline = time.Now().Add(60 * time.Second)
+	for {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			break
+		}
+		conn.Close()
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still accepts connections 60s after the release", addr)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
