@@ -7,6 +7,7 @@ import (
 
 	"github.com/sbx-sh/sbx/internal/testtree"
 	"github.com/sbx-sh/sbx/local"
+	"github.com/sbx-sh/sbx/sandbox"
 )
 
 // BenchmarkRoundTrip measures a full `true` round trip on the local backend
@@ -49,4 +50,66 @@ func BenchmarkRoundTrip(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkExecParts splits a warm `bash true` (Session.Exec on an empty
+// code dir, local backend) into its parts, each a sub-benchmark on the same
+// warm sandbox: a raw exec of /bin/true and of `/bin/bash -c true` (the
+// matrix's baseline), `/bin/sh -c 'exec /bin/bash -c true'` (the cost of the
+// wrapper's sh stage), the shell wrapper without and with the fd 3 cwd
+// report, a sync round trip around /bin/true (the sync's own cost), and the
+// whole Session.Exec. See docs/benchmarks.md (per-command overhead).
+func BenchmarkExecParts(b *testing.B) {
+	ctx := context.Background()
+	code := tempDir(b)
+	mgr := NewManager(tempDir(b), &local.Provider{Version: "bench"}, nil)
+	s, err := mgr.Open(ctx, "bench", Params{CodeDirs: []string{code}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Release(ctx)
+	for i := 0; i < 2; i++ { // claim, settle the racy window
+		if _, err := s.Exec(ctx, Run{Command: "true"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	sb := s.sb
+	wrapper := func(track bool) *sandbox.Cmd {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		cmd, _, _ := s.command(Run{Command: "true", Shell: "/bin/bash"}, track)
+		return cmd
+	}
+	exec := func(b *testing.B, cmd func() *sandbox.Cmd) {
+		for i := 0; i < b.N; i++ {
+			res, err := sb.Exec(ctx, cmd())
+			if err != nil || res.ExitCode != 0 {
+				b.Fatalf("exit %d, %v", res.ExitCode, err)
+			}
+		}
+	}
+	argv := func(a ...string) func() *sandbox.Cmd {
+		return func() *sandbox.Cmd { return &sandbox.Cmd{Argv: a, Env: BaseEnv(false)} }
+	}
+	b.Run("raw-true", func(b *testing.B) { exec(b, argv("/bin/true")) })
+	b.Run("raw-bash", func(b *testing.B) { exec(b, argv("/bin/bash", "-c", "true")) })
+	b.Run("sh-exec-bash", func(b *testing.B) { exec(b, argv("/bin/sh", "-c", "exec /bin/bash -c true")) })
+	b.Run("wrapper", func(b *testing.B) { exec(b, func() *sandbox.Cmd { return wrapper(false) }) })
+	b.Run("wrapper-fd3", func(b *testing.B) { exec(b, func() *sandbox.Cmd { return wrapper(true) }) })
+	b.Run("sync-true", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			res, _, err := s.roundTrip(ctx, sb, argv("/bin/true")())
+			if err != nil || res.ExitCode != 0 {
+				b.Fatalf("exit %d, %v", res.ExitCode, err)
+			}
+		}
+	})
+	b.Run("session-exec", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			out, err := s.Exec(ctx, Run{Command: "true", Shell: "/bin/bash"})
+			if err != nil || out.ExitCode != 0 {
+				b.Fatalf("exit %d, %v", out.ExitCode, err)
+			}
+		}
+	})
 }
