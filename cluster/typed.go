@@ -12,8 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
-	sbv1alpha1 "sigs.k8s.io/agent-sandbox/api/v1alpha1"
-	sbv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	coreclient "sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
 	extclient "sigs.k8s.io/agent-sandbox/clients/k8s/extensions/clientset/versioned"
 	extv1alpha1 "sigs.k8s.io/agent-sandbox/extensions/api/v1alpha1"
@@ -301,7 +299,7 @@ func claimObject(v string, meta metav1.ObjectMeta, pool *poolView, shutdown time
 func newSandboxGetter(v string, c coreclient.Interface) sandboxGetter {
 	if v == "v1alpha1" {
 		return func(ctx context.Context, ns, name string) (metav1.Object, error) {
-			var s *sbv1alpha1.Sandbox
+			// Not the typed nil: a caller tests the error, not the object.
 			s, err := c.AgentsV1alpha1().Sandboxes(ns).Get(ctx, name, getOpts)
 			if err != nil {
 				return nil, err
@@ -310,7 +308,6 @@ func newSandboxGetter(v string, c coreclient.Interface) sandboxGetter {
 		}
 	}
 	return func(ctx context.Context, ns, name string) (metav1.Object, error) {
-		var s *sbv1beta1.Sandbox
 		s, err := c.AgentsV1beta1().Sandboxes(ns).Get(ctx, name, getOpts)
 		if err != nil {
 			return nil, err
