@@ -128,7 +128,7 @@ func (c *pfConn) Read(p []byte) (int, error) {
 		msg := c.remoteErr
 		c.mu.Unlock()
 		if msg != "" {
-			return n, fmt.Errorf("connect to the sandbox's port %d: %s", c.port, msg)
+			return n, fmt.Errorf("connect to the sandbox's port %d: %s (nothing listens on it in the pod's network namespace; under gVisor (runsc) a server's port is inside the sandbox's own network stack, which the kubelet's port-forward does not reach: see docs/cluster.md)", c.port, msg)
 		}
 	}
 	return n, err

@@ -186,7 +186,15 @@ func Forward(ctx context.Context, d Dialer, stateDir string, spec Spec, ready fu
 			defer stop()
 			done := make(chan struct{}, 2)
 			go func() { io.Copy(sc, c); closeWrite(sc); done <- struct{}{} }()
-			go func() { io.Copy(c, sc); closeWrite(c); done <- struct{}{} }()
+			go func() {
+				// The sandbox side's error says why a connection ended
+				// early (the cluster's port-forward: nothing listens).
+				if _, err := io.Copy(c, sc); err != nil && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil && logf != nil {
+					logf("%v", err)
+				}
+				closeWrite(c)
+				done <- struct{}{}
+			}()
 			<-done
 			<-done
 		}()
