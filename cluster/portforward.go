@@ -19,10 +19,15 @@ import (
 	"github.com/sbx-sh/sbx/sandbox"
 )
 
-// sbx port on the cluster: each host connection is one pods/portforward
-// stream pair (client-go's SPDY dialer, as kubectl port-forward), to the
-// port on the pod's own loopback. The pod gains no network: the API server
-// and the kubelet carry the bytes. Needs RBAC create on pods/portforward.
+// sbx port on the cluster: each host connection is one stream of the
+// helper's long-lived exec (inpod.MuxClient.Dial): the helper, inside the
+// sandbox, connects to the port on its loopback, so it works under gVisor,
+// whose network stack the kubelet's port-forward cannot reach (it dials the
+// pod's network namespace from the node). Where no helper can run (the
+// shell wrapper), a connection is one pods/portforward stream pair
+// (client-go's SPDY dialer, as kubectl port-forward), which works under
+// runc only and needs RBAC create on pods/portforward. Either way the pod
+// gains no network: the API server and the kubelet carry the bytes.
 
 var _ sandbox.PortDialer = (*Sandbox)(nil)
 
@@ -38,6 +43,19 @@ func (s *Sandbox) DialPort(ctx context.Context, port int) (net.Conn, error) {
 	if why := s.goneReason(); why != "" {
 		return nil, fmt.Errorf("%w: %s", sandbox.ErrLost, why)
 	}
+	m, err := s.helperMux(ctx)
+	if err == nil {
+		return m.Dial(ctx, port)
+	}
+	if !errors.Is(err, errNoHelperBinary) {
+		return nil, err
+	}
+	return s.dialPortForward(ctx, port)
+}
+
+// dialPortForward connects to 127.0.0.1:port in the pod through the
+// kubelet's port-forward (runc pods only; see above).
+func (s *Sandbox) dialPortForward(ctx context.Context, port int) (net.Conn, error) {
 	a, err := s.api(ctx)
 	if err != nil {
 		return nil, err

@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -107,6 +109,10 @@ func muxSubcommand(line string) ([]string, error) {
 		return f, nil
 	case len(f) == 2 && f[0] == "kill" && !strings.ContainsAny(f[1], "/."):
 		return f, nil
+	case len(f) == 2 && f[0] == "dial":
+		if _, err := dialPort(f[1]); err == nil {
+			return f, nil
+		}
 	}
 	return nil, fmt.Errorf("mux: unknown request %q", line)
 }
@@ -164,6 +170,10 @@ func Mux(in io.Reader, out io.Writer) int {
 			args, err := muxSubcommand(line)
 			if err != nil {
 				fmt.Fprintln(st, err) // not a frame: the host's reader reports a protocol error
+				return
+			}
+			if args[0] == "dial" {
+				serveDial(st, args[1])
 				return
 			}
 			cmd := exec.Command(self, append([]string{"__inpod"}, args...)...)
@@ -402,3 +412,89 @@ func converse(rw io.ReadWriter, closeWrite func() error, line string, stdin io.R
 	_, err := io.Copy(stdout, rw)
 	return err
 }
+
+// dialPort parses the port of a "dial PORT" request: decimal digits only,
+// 1 to 65535.
+func dialPort(f string) (int, error) {
+	if f == "" || len(f) > 5 || strings.TrimLeft(f, "0123456789") != "" || f[0] == '0' {
+		return 0, fmt.Errorf("bad port %q", f)
+	}
+	n, err := strconv.Atoi(f)
+	if err != nil || n < 1 || n > 65535 {
+		return 0, fmt.Errorf("bad port %q", f)
+	}
+	return n, nil
+}
+
+// dialTimeout bounds the helper's connect to a port on the pod's loopback.
+const dialTimeout = 10 * time.Second
+
+// serveDial connects to 127.0.0.1:port inside the sandbox (from the
+// helper, which runs in the sandbox's own network stack: under gVisor the
+// kubelet's port-forward, which dials the pod's network namespace from the
+// node, does not reach it) and copies the stream both ways. The first line
+// back is "ok" or "error: why".
+func serveDial(st net.Conn, port string) {
+	n, _ := dialPort(port)
+	c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(n)), dialTimeout)
+	if err != nil {
+		fmt.Fprintf(st, "error: %v\n", err)
+		return
+	}
+	defer c.Close()
+	if _, err := io.WriteString(st, "ok\n"); err != nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		io.Copy(c, st)
+		if tc, ok := c.(*net.TCPConn); ok {
+			tc.CloseWrite()
+		}
+		close(done)
+	}()
+	io.Copy(st, c)
+	st.Close()
+	<-done
+}
+
+// Dial connects, through the helper, to 127.0.0.1:port inside the sandbox.
+// The connection is a stream of the mux; closing it ends that connection
+// only.
+func (m *MuxClient) Dial(ctx context.Context, port int) (net.Conn, error) {
+	if port < 1 || port > 65535 {
+		return nil, fmt.Errorf("port %d is out of range (1 to 65535)", port)
+	}
+	st, err := m.sess.OpenStream()
+	if err != nil {
+		return nil, fmt.Errorf("open a stream on the helper's exec: %w", err)
+	}
+	stop := context.AfterFunc(ctx, func() { st.SetReadDeadline(time.Now()) })
+	defer stop()
+	if _, err := fmt.Fprintf(st, "dial %d\n", port); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("ask the helper to connect to port %d: %w", port, err)
+	}
+	line, err := readLine(st, 512)
+	if err != nil {
+		st.Close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("ask the helper to connect to port %d: %w", port, err)
+	}
+	if line != "ok" {
+		st.Close()
+		return nil, fmt.Errorf("connect to the sandbox's port %d: %s", port, strings.TrimPrefix(line, "error: "))
+	}
+	st.SetReadDeadline(time.Time{})
+	return dialConn{st}, nil
+}
+
+// dialConn is a mux stream as a connection; CloseWrite ends what goes to
+// the sandbox's server while its answer still comes back.
+type dialConn struct{ *yamux.Stream }
+
+// CloseWrite half-closes the stream (yamux's Close sends FIN and still
+// reads what the other side sends).
+func (c dialConn) CloseWrite() error { return c.Stream.Close() }

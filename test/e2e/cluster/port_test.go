@@ -22,9 +22,9 @@ import (
 )
 
 // sbx port on the cluster: a server in a kept session's pod (busybox
-// httpd on the pod's 127.0.0.1) answers on the host's loopback through
-// pods/portforward; a port nothing listens on closes the connection and
-// says why; releasing the session ends the forward.
+// httpd on the pod's 127.0.0.1) answers on the host's loopback through the
+// helper's exec (under gVisor too, where the kubelet's port-forward cannot
+// reach it); releasing the session ends the forward.
 func TestPortForwardToPod(t *testing.T) {
 	w := newWorld(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -58,19 +58,6 @@ func TestPortForwardToPod(t *testing.T) {
 		t.Fatalf("sbx port said %q (%v), stderr %q", line, err, ferr.String())
 	}
 	cl := &http.Client{Timeout: 30 * time.Second}
-	if gvisor() {
-		// The documented limitation: the kubelet's port-forward dials the
-		// pod's network namespace; gVisor's server listens in its own
-		// network stack. The connection ends and sbx port says why.
-		if _, err := cl.Get("http://" + m[1] + "/index.html"); err == nil {
-			t.Fatal("under gVisor the forward reached the server: docs/cluster.md says it cannot; update it")
-		}
-		waitStderr(t, ferr, "does not reach")
-		server.Process.Kill()
-		server.Wait()
-		w.sbx("release", "--session", "e2e-port")
-		return
-	}
 	var body string
 	// httpd may still be starting after its echo: retry until a deadline.
 	deadline := time.Now().Add(30 * time.Second)
@@ -146,13 +133,6 @@ func TestPortToolOnTheCluster(t *testing.T) {
 	}
 	url, addr := out.Forwards[0].URL, out.Forwards[0].HostAddr
 	cl := &http.Client{Timeout: 30 * time.Second}
-	if gvisor() {
-		if _, err := cl.Get(url + "/index.html"); err == nil {
-			t.Fatal("under gVisor the forward reached the server: docs/cluster.md says it cannot; update it")
-		}
-		waitStderr(t, mcpErr, "does not reach")
-		return
-	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		resp, err := cl.Get(url + "/index.html")
@@ -183,10 +163,6 @@ func TestPortToolOnTheCluster(t *testing.T) {
 	}
 }
 
-// gvisor reports whether the pool runs under gVisor (the lab's runtime
-// class), where the kubelet's port-forward cannot reach the sandbox.
-func gvisor() bool { return os.Getenv("SBX_E2E_RUNTIME_CLASS") == "gvisor" }
-
 // lockedBuilder is a process's stderr, read while it runs.
 type lockedBuilder struct {
 	mu sync.Mutex
@@ -203,16 +179,4 @@ func (l *lockedBuilder) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
-}
-
-// waitStderr waits until a process's stderr holds want.
-func waitStderr(t *testing.T, l *lockedBuilder, want string) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(l.String(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("stderr never said %q:\n%s", want, l.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
