@@ -350,7 +350,9 @@ func (h *Helper) Apply(push io.Reader) error {
 			// parent the sandbox removed is made again, one it made a file
 			// goes aside; a directory the host removed or replaced keeps
 			// what changed in it (it goes back to the host with the pull).
-			if anc, ancExists, err := nonDirAncestor(r, it.Path); err != nil {
+			if _, known := dirs.m[path.Dir(it.Path)]; known {
+				// Its directory's chain was checked for this push already.
+			} else if anc, ancExists, err := nonDirAncestor(r, it.Path); err != nil {
 				return fmt.Errorf("apply %s: %w", it.Path, err)
 			} else if anc != "" {
 				if it.Deleted {
@@ -367,8 +369,25 @@ func (h *Helper) Apply(push io.Reader) error {
 				if err := r.MkdirAll(path.Dir(it.Path), 0o755); err != nil {
 					return fmt.Errorf("apply %s: %w", it.Path, err)
 				}
+				dirs.invalidate(anc)
 			}
-			if cur, ok, err := lstatEntry(r, it.Path, false); err == nil && ok && cur.Mode.IsDir() && (it.Deleted || !it.Entry.Mode.IsDir()) {
+			// The file itself through its directory's root (cached: the
+			// push is sorted, so a directory's files come together), not
+			// through r, which walks the whole path again for each of the
+			// lstat, create, chtimes, rename and lstat of a file. Only a
+			// directory whose whole chain nonDirAncestor found to be
+			// directories in this push is opened; what the push changes at
+			// a directory (made, removed, replaced, moved aside) forgets
+			// what is cached at and below it.
+			wr, name := r, it.Path
+			if it.Deleted || it.Entry.Mode.IsDir() {
+				dirs.invalidate(it.Path)
+			} else if sub, err := dirs.get(path.Dir(it.Path)); err == nil {
+				wr, name = sub, path.Base(it.Path)
+			}
+			cur, ok, err := lstatEntry(wr, name, false)
+			if err == nil && ok && cur.Mode.IsDir() && (it.Deleted || !it.Entry.Mode.IsDir()) {
+				dirs.invalidate(it.Path)
 				roots := &dirRoots{base: r, m: map[string]*os.Root{}}
 				_, kept, err := removeTree(roots, hd.d.Path, it.Path, m, nil)
 				roots.close()
@@ -386,17 +405,18 @@ func (h *Helper) Apply(push io.Reader) error {
 					}
 					h.reply.Conflicts = append(h.reply.Conflicts, filepath.Join(hd.d.Path, aside))
 				}
+				cur, ok, err = lstatEntry(wr, name, false)
 			}
-			if cur, ok, err := lstatEntry(r, it.Path, false); err == nil && ok && !cur.Mode.IsDir() {
+			if err == nil && ok && !cur.Mode.IsDir() {
 				base, had := m[it.Path]
 				if !had || !sameIgnoringHash(base, cur) {
-					aside := conflictName(r, it.Path)
-					if err := r.Rename(it.Path, aside); err == nil {
-						h.reply.Conflicts = append(h.reply.Conflicts, filepath.Join(hd.d.Path, aside))
+					aside := conflictName(wr, name)
+					if err := wr.Rename(name, aside); err == nil {
+						h.reply.Conflicts = append(h.reply.Conflicts, filepath.Join(hd.d.Path, path.Dir(it.Path), path.Base(aside)))
 					}
 				}
 			}
-			e, err := writeItem(r, it, "", true)
+			e, err := writeItem(wr, it, name, true)
 			if err != nil {
 				return fmt.Errorf("apply %s: %w", it.Path, err)
 			}
