@@ -389,10 +389,10 @@ func (h *Helper) Apply(push io.Reader) error {
 			if err == nil && ok && cur.Mode.IsDir() && (it.Deleted || !it.Entry.Mode.IsDir()) {
 				dirs.invalidate(it.Path)
 				roots := &dirRoots{base: r, m: map[string]*os.Root{}}
-				_, kept, err := removeTree(roots, hd.d.Path, it.Path, m, nil)
+				_, kept, rerr := removeTree(roots, hd.d.Path, it.Path, m, nil)
 				roots.close()
-				if err != nil {
-					return fmt.Errorf("apply %s: %w", it.Path, err)
+				if rerr != nil {
+					return fmt.Errorf("apply %s: %w", it.Path, rerr)
 				}
 				if len(kept) > 0 {
 					forget(m, it.Path, false)
