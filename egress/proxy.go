@@ -284,6 +284,24 @@ func closeWrite(c net.Conn) {
 	}
 }
 
+// headerLimit reads at most n more bytes from r (n is reset per request).
+type headerLimit struct {
+	r io.Reader
+	n int64
+}
+
+func (l *headerLimit) Read(b []byte) (int, error) {
+	if l.n <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(b)) > l.n {
+		b = b[:l.n]
+	}
+	n, err := l.r.Read(b)
+	l.n -= int64(n)
+	return n, err
+}
+
 type prefixConn struct {
 	net.Conn
 	r io.Reader
@@ -356,7 +374,10 @@ func (p *Proxy) terminate(host string, port int, client net.Conn, up net.Conn) {
 		p.audit(Decision{Kind: "inject", Host: host, Port: port, Reason: "upstream TLS: " + err.Error()})
 		return
 	}
-	cr := bufio.NewReader(io.LimitReader(tc, 1<<62))
+	// Each request's header is read against MaxHeaderBytes, as the
+	// server outside the tunnel does; its body is then unbounded (streamed).
+	lr := &headerLimit{r: tc}
+	cr := bufio.NewReader(lr)
 	ur := bufio.NewReader(uc)
 	authority := name
 	if port != 443 {
@@ -364,10 +385,15 @@ func (p *Proxy) terminate(host string, port int, client net.Conn, up net.Conn) {
 	}
 	for {
 		tc.SetReadDeadline(time.Now().Add(5 * time.Minute))
+		lr.n = MaxHeaderBytes
 		req, err := http.ReadRequest(cr)
 		if err != nil {
+			if lr.n <= 0 {
+				p.audit(Decision{Kind: "inject", Host: host, Port: port, Reason: fmt.Sprintf("request header over %d bytes", MaxHeaderBytes)})
+			}
 			return
 		}
+		lr.n = 1 << 62
 		tc.SetReadDeadline(time.Time{})
 		// The header goes to the host the tunnel was opened to, whatever
 		// Host the request names.
