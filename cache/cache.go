@@ -99,6 +99,12 @@ func Plan(c Config, stateDir string, uid, gid int) ([]sandbox.Mount, []string, e
 				base = filepath.Join(c.Root, "uid-"+strconv.Itoa(uid))
 			}
 		}
+		// The base is the host's only way to what the sandbox wrote (a
+		// setuid binary of its host uid, say): no other host user may
+		// reach it (0700, owned by this process).
+		if err := privateDir(base); err != nil {
+			return nil, nil, err
+		}
 		for _, k := range Kinds {
 			dir := filepath.Join(base, k.Name)
 			if err := makeDir(dir, uid, gid); err != nil {
@@ -134,6 +140,16 @@ func Plan(c Config, stateDir string, uid, gid int) ([]sandbox.Mount, []string, e
 func isDir(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && fi.IsDir()
+}
+
+func privateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create cache %s: %w", dir, err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("make cache %s private (mode 0700): %w", dir, err)
+	}
+	return nil
 }
 
 func makeDir(dir string, uid, gid int) error {
