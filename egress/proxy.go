@@ -133,11 +133,32 @@ func (p *Proxy) Check(ctx context.Context, host string, port int) (netip.AddrPor
 		if !Public(a) && !p.Allow.AllowsAddr(a, port) {
 			return refuse("%s resolves to %s, a loopback, link-local or private address; a listed name may not lead into the host's own network (list the address %s itself to allow it)", name, a, a)
 		}
+		if hostAddr(a) && !p.Allow.AllowsAddr(a, port) {
+			return refuse("%s resolves to %s, an address of this host itself; a listed name may not lead to the host's own services (list the address %s itself to allow it)", name, a, a)
+		}
 		if !pick.IsValid() || (pick.Is6() && a.Is4()) {
 			pick = a
 		}
 	}
 	return netip.AddrPortFrom(pick, uint16(port)), nil
+}
+
+// hostAddr reports whether a is assigned to one of this host's interfaces
+// (a public address of the host is as much the host's own network as its
+// loopback: a service listening on 0.0.0.0 answers there).
+func hostAddr(a netip.Addr) bool {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return true // cannot tell: refuse
+	}
+	for _, ia := range addrs {
+		if n, ok := ia.(*net.IPNet); ok {
+			if b, ok := netip.AddrFromSlice(n.IP); ok && b.Unmap() == a.Unmap() {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (p *Proxy) audit(d Decision) {

@@ -2,11 +2,13 @@ package egress
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -64,4 +66,32 @@ func TestInjectTunnelHeaderBound(t *testing.T) {
 		}
 	}
 	t.Fatalf("the proxy read %d bytes of one header line inside an inject tunnel without cutting the connection (bound: %d)", limit, MaxHeaderBytes)
+}
+
+// TestNameToHostOwnAddressRefused: a listed name whose DNS points at one of
+// this host's own interface addresses (a public one, which Public lets
+// through) would reach every host service listening on 0.0.0.0.
+func TestNameToHostOwnAddressRefused(t *testing.T) {
+	ifs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var own []netip.Addr
+	for _, ia := range ifs {
+		if n, ok := ia.(*net.IPNet); ok {
+			if a, ok := netip.AddrFromSlice(n.IP); ok && a.Zone() == "" {
+				own = append(own, a.Unmap())
+			}
+		}
+	}
+	if len(own) == 0 {
+		t.Fatal("this host has no interface address")
+	}
+	p := &Proxy{Allow: mustAllow(t, "api.example.com")}
+	for _, a := range own {
+		p.Resolve = func(ctx context.Context, host string) ([]netip.Addr, error) { return []netip.Addr{a}, nil }
+		if ap, err := p.Check(context.Background(), "api.example.com", 443); err == nil {
+			t.Errorf("api.example.com resolving to the host's own %s was allowed (dial %s)", a, ap)
+		}
+	}
 }
