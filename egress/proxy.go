@@ -434,6 +434,14 @@ func (p *Proxy) terminate(host string, port int, client net.Conn, up net.Conn) {
 			return
 		}
 		resp, err := http.ReadResponse(ur, req)
+		// An interim answer (100 Continue, 103) goes back as it is and the
+		// final one follows for the same request: taken for the final one,
+		// it would pair every later response with the wrong request.
+		for err == nil && resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
+			if err = resp.Write(tc); err == nil {
+				resp, err = http.ReadResponse(ur, req)
+			}
+		}
 		if err != nil {
 			return
 		}

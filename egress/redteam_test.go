@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -92,6 +93,66 @@ func TestNameToHostOwnAddressRefused(t *testing.T) {
 		p.Resolve = func(ctx context.Context, host string) ([]netip.Addr, error) { return []netip.Addr{a}, nil }
 		if ap, err := p.Check(context.Background(), "api.example.com", 443); err == nil {
 			t.Errorf("api.example.com resolving to the host's own %s was allowed (dial %s)", a, ap)
+		}
+	}
+}
+
+// TestInjectTunnelInterimResponse: a "100 Continue" from the inject host is
+// passed on and the final response follows for the same request, so
+// pipelined requests keep their own answers.
+func TestInjectTunnelInterimResponse(t *testing.T) {
+	t.Setenv("SBX_TEST_INJECT_TOKEN", "tok")
+	upstream, upRoots := localhostTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body) // sends 100 Continue for Expect
+		fmt.Fprintf(w, "path %s", r.URL.Path)
+	}))
+	port := portOf(t, upstream.URL)
+	allow := mustAllow(t, "localhost:"+port, "127.0.0.1:"+port, "[::1]:"+port)
+	inj, err := NewInjector([]Injection{{Host: "localhost", Port: atoi(port), Header: "Authorization", Env: "SBX_TEST_INJECT_TOKEN"}}, allow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := NewCA(inj.Hosts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go (&Proxy{Allow: allow, Inject: inj, CA: ca, UpstreamRoots: upRoots}).Serve(ln)
+	raw, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	raw.SetDeadline(time.Now().Add(20 * time.Second))
+	fmt.Fprintf(raw, "CONNECT localhost:%s HTTP/1.1\r\nHost: localhost:%s\r\n\r\n", port, port)
+	resp, err := http.ReadResponse(bufio.NewReader(raw), &http.Request{Method: "CONNECT"})
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %v %v", resp, err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca.CertPEM())
+	tc := tls.Client(raw, &tls.Config{ServerName: "localhost", RootCAs: roots})
+	io.WriteString(tc, "POST /one HTTP/1.1\r\nHost: localhost\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nhi"+
+		"GET /two HTTP/1.1\r\nHost: localhost\r\n\r\n")
+	br := bufio.NewReader(tc)
+	for _, want := range []string{"path /one", "path /two"} {
+		var r *http.Response
+		for {
+			r, err = http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("waiting for %q: %v", want, err)
+			}
+			if r.StatusCode >= 200 {
+				break
+			}
+		}
+		body, _ := io.ReadAll(r.Body)
+		if string(body) != want {
+			t.Fatalf("got %q, want %q", body, want)
 		}
 	}
 }
