@@ -174,6 +174,13 @@ func NewCA(names []string) (*CA, error) {
 	if err != nil {
 		return nil, err
 	}
+	// X.509's "api.example.com" also permits every name below it; the
+	// exclusion ".api.example.com" (subdomains only) takes those back, so
+	// the CA can sign exactly the listed names.
+	var below []string
+	for _, n := range names {
+		below = append(below, "."+n)
+	}
 	tpl := &x509.Certificate{
 		SerialNumber:          serial,
 		Subject:               pkix.Name{CommonName: "sbx session CA (inject)", Organization: []string{"sbx"}},
@@ -183,6 +190,7 @@ func NewCA(names []string) (*CA, error) {
 		BasicConstraintsValid: true, IsCA: true, MaxPathLenZero: true,
 		PermittedDNSDomainsCritical: true,
 		PermittedDNSDomains:         names,
+		ExcludedDNSDomains:          below,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tpl, tpl, &key.PublicKey, key)
 	if err != nil {
