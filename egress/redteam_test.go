@@ -20,39 +20,7 @@ import (
 // a sandbox that sends a header without end is cut off, not buffered in
 // the host's memory.
 func TestInjectTunnelHeaderBound(t *testing.T) {
-	t.Setenv("SBX_TEST_INJECT_TOKEN", "tok")
-	upstream, upRoots := localhostTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
-	port := portOf(t, upstream.URL)
-	allow := mustAllow(t, "localhost:"+port, "127.0.0.1:"+port, "[::1]:"+port)
-	inj, err := NewInjector([]Injection{{Host: "localhost", Port: atoi(port), Header: "Authorization", Env: "SBX_TEST_INJECT_TOKEN"}}, allow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := NewCA(inj.Hosts())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go (&Proxy{Allow: allow, Inject: inj, CA: ca, UpstreamRoots: upRoots}).Serve(ln)
-	raw, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	raw.SetDeadline(time.Now().Add(60 * time.Second))
-	fmt.Fprintf(raw, "CONNECT localhost:%s HTTP/1.1\r\nHost: localhost:%s\r\n\r\n", port, port)
-	br := bufio.NewReader(raw)
-	resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"})
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("CONNECT: %v %v", resp, err)
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(ca.CertPEM())
-	tc := tls.Client(raw, &tls.Config{ServerName: "localhost", RootCAs: roots})
+	tc := injectTunnel(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), 60*time.Second)
 	if err := tc.Handshake(); err != nil {
 		t.Fatal(err)
 	}
@@ -101,44 +69,14 @@ func TestNameToHostOwnAddressRefused(t *testing.T) {
 // passed on and the final response follows for the same request, so
 // pipelined requests keep their own answers.
 func TestInjectTunnelInterimResponse(t *testing.T) {
-	t.Setenv("SBX_TEST_INJECT_TOKEN", "tok")
-	upstream, upRoots := localhostTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	tc := injectTunnel(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.ReadAll(r.Body) // sends 100 Continue for Expect
 		fmt.Fprintf(w, "path %s", r.URL.Path)
-	}))
-	port := portOf(t, upstream.URL)
-	allow := mustAllow(t, "localhost:"+port, "127.0.0.1:"+port, "[::1]:"+port)
-	inj, err := NewInjector([]Injection{{Host: "localhost", Port: atoi(port), Header: "Authorization", Env: "SBX_TEST_INJECT_TOKEN"}}, allow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := NewCA(inj.Hosts())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go (&Proxy{Allow: allow, Inject: inj, CA: ca, UpstreamRoots: upRoots}).Serve(ln)
-	raw, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	raw.SetDeadline(time.Now().Add(20 * time.Second))
-	fmt.Fprintf(raw, "CONNECT localhost:%s HTTP/1.1\r\nHost: localhost:%s\r\n\r\n", port, port)
-	resp, err := http.ReadResponse(bufio.NewReader(raw), &http.Request{Method: "CONNECT"})
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("CONNECT: %v %v", resp, err)
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(ca.CertPEM())
-	tc := tls.Client(raw, &tls.Config{ServerName: "localhost", RootCAs: roots})
+	}), 20*time.Second)
 	io.WriteString(tc, "POST /one HTTP/1.1\r\nHost: localhost\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nhi"+
 		"GET /two HTTP/1.1\r\nHost: localhost\r\n\r\n")
 	br := bufio.NewReader(tc)
+	var err error
 	for _, want := range []string{"path /one", "path /two"} {
 		var r *http.Response
 		for {
@@ -156,3 +94,50 @@ func TestInjectTunnelInterimResponse(t *testing.T) {
 		}
 	}
 }
+
+// injectTunnel starts a proxy that injects a header for localhost (the
+// upstream, a local HTTPS server serving h), opens a CONNECT to it as a
+// sandbox would, and returns the TLS client inside the tunnel (trusting the
+// session CA), the whole connection bounded by d.
+func injectTunnel(t *testing.T, h http.Handler, d time.Duration) *tls.Conn {
+	t.Helper()
+	t.Setenv("SBX_TEST_INJECT_TOKEN", "tok")
+	upstream, upRoots := localhostTLS(t, h)
+	port := portOf(t, upstream.URL)
+	allow := mustAllow(t, "localhost:"+port, "127.0.0.1:"+port, "[::1]:"+port)
+	inj, err := NewInjector([]Injection{{Host: "localhost", Port: atoi(port), Header: "Authorization", Env: "SBX_TEST_INJECT_TOKEN"}}, allow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := NewCA(inj.Hosts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go (&Proxy{Allow: allow, Inject: inj, CA: ca, UpstreamRoots: upRoots}).Serve(ln)
+	raw, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Close() })
+	raw.SetDeadline(time.Now().Add(d))
+	fmt.Fprintf(raw, "CONNECT localhost:%s HTTP/1.1\r\nHost: localhost:%s\r\n\r\n", port, port)
+	// Unbuffered: nothing may be read past the CONNECT answer, which the
+	// TLS client reads next.
+	resp, err := http.ReadResponse(bufio.NewReaderSize(oneByte{raw}, 16), &http.Request{Method: "CONNECT"})
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %v %v", resp, err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca.CertPEM())
+	return tls.Client(raw, &tls.Config{ServerName: "localhost", RootCAs: roots})
+}
+
+// oneByte reads at most one byte per call.
+type oneByte struct{ r io.Reader }
+
+func (o oneByte) Read(p []byte) (int, error) { return o.r.Read(p[:min(len(p), 1)]) }
