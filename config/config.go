@@ -53,6 +53,10 @@ type Config struct {
 	IdleTTL time.Duration
 	// Timeout is the default timeout of `sbx exec`; zero means none.
 	Timeout time.Duration
+	// HostDaemon lets a kept CLI session keep a host daemon (internal/hostd)
+	// that watches its code dirs, so that later `sbx exec` calls skip the
+	// scan of the whole tree.
+	HostDaemon bool
 	// Memory limits the sandbox's memory in bytes; zero means no limit.
 	Memory int64
 	// Disk limits, in bytes, what one command may bring back to the host
@@ -119,6 +123,7 @@ func Defaults() Config {
 		Network:      "none",
 		Cache:        "shared",
 		IdleTTL:      30 * time.Minute,
+		HostDaemon:   true,
 		Memory:       4 << 30,
 		Disk:         10 << 30,
 		Pids:         4096,
