@@ -126,7 +126,7 @@ func (s *Sandbox) helperMux(ctx context.Context) (*inpod.MuxClient, error) {
 	raw := func(ctx context.Context, argv []string, stdin io.Reader, stdout io.Writer) error {
 		return s.stream(ctx, argv, stdin, stdout, &errb, nil)
 	}
-	if s.fresh {
+	if s.fresh && !s.preinstalled {
 		// A pod just claimed has no helper unless its image does: upload
 		// (or find it there) first, rather than fail a start.
 		s.fresh = false
@@ -134,6 +134,12 @@ func (s *Sandbox) helperMux(ctx context.Context) (*inpod.MuxClient, error) {
 			return nil, err
 		}
 	}
+	// A pod whose pool preinstalls the helper (AnnotHelper) starts it at
+	// once: one exec instead of two and no upload. Whatever answers there is
+	// held to this build's hash by its greeting, as after an upload.
+	preinstalled := s.fresh && s.preinstalled
+	s.fresh = false
+	start := time.Now()
 	m, err := inpod.StartMux(ctx, raw, helperPath, helperHash())
 	if err != nil && ctx.Err() == nil {
 		// Absent, another version, or the exec failed: the pod may be gone
@@ -141,10 +147,16 @@ func (s *Sandbox) helperMux(ctx context.Context) (*inpod.MuxClient, error) {
 		if lost := s.lost(ctx, err, false); lost != nil {
 			return nil, lost
 		}
+		if preinstalled {
+			s.p.log.Warn("the pool's preinstalled helper is not this sbx's build; uploading this one (update the pool's --helper-image to skip the upload)",
+				"pod", s.pod, "want", inpod.Version+" "+helperHash(), "err", err)
+		}
 		if err := s.upload(ctx); err != nil {
 			return nil, err
 		}
 		m, err = inpod.StartMux(ctx, raw, helperPath, helperHash())
+	} else if err == nil && preinstalled {
+		s.p.log.Debug("started the preinstalled helper", "pod", s.pod, "took", time.Since(start))
 	}
 	if err != nil {
 		// The pod may have gone meanwhile.

@@ -468,6 +468,7 @@ func (p *Provider) sandboxFor(ctx context.Context, a *api, claim *claimView) (*S
 		pod: pod.Name, podUID: string(pod.UID), container: pod.Spec.Containers[0].Name,
 		session: claim.GetAnnotations()[AnnotSessionKey], ttl: p.cfg.IdleTTL,
 	}
+	sb.preinstalled = pod.Annotations[AnnotHelper] == HelperPreinstalled
 	if m, ok := pod.Spec.Containers[0].Resources.Limits[corev1.ResourceMemory]; ok {
 		sb.podMemory = m.Value()
 	}

@@ -47,7 +47,32 @@ type PoolOptions struct {
 	// allowlist proxy, docs/cluster.md); EgressCIDRs alone implies it.
 	DenyEgress  bool
 	EgressCIDRs []string
+	// HelperImage, when set (or HelperPath), adds an init container that
+	// copies sbx's in-pod helper from that image into the pod's /tmp, so a
+	// claim starts the helper at once instead of uploading it first; empty
+	// with HelperPath set means Image itself. sbx checks the hash of the
+	// helper that answers and uploads its own build when it differs.
+	HelperImage string
+	// HelperPath is where a static sbx-inpod is in HelperImage, default
+	// DefaultHelperPath.
+	HelperPath string
 }
+
+// DefaultHelperPath is where RenderPool's init container finds sbx-inpod in
+// the helper image unless told otherwise.
+const DefaultHelperPath = "/usr/local/bin/sbx-inpod"
+
+// AnnotHelper on a pod says how its helper got there: HelperPreinstalled
+// means an init container (or the image) put it at sandbox.HelperPath, and
+// sbx starts it without an upload first. It is a hint only: what answers
+// there is checked by hash either way.
+const (
+	AnnotHelper        = "sbx.dev/helper"
+	HelperPreinstalled = "preinstalled"
+)
+
+// preinstall reports whether the pool copies the helper in at pod start.
+func (o PoolOptions) preinstall() bool { return o.HelperImage != "" || o.HelperPath != "" }
 
 // PoolName is the name of the SandboxTemplate and SandboxWarmPool that
 // RenderPool writes for a tenant.
@@ -71,6 +96,14 @@ func (o PoolOptions) withDefaults() PoolOptions {
 	}
 	if o.APIVersion == "" {
 		o.APIVersion = "v1alpha1"
+	}
+	if o.preinstall() {
+		if o.HelperImage == "" {
+			o.HelperImage = o.Image
+		}
+		if o.HelperPath == "" {
+			o.HelperPath = DefaultHelperPath
+		}
 	}
 	return o
 }
@@ -119,13 +152,37 @@ func (o PoolOptions) validate() error {
 			return fmt.Errorf("--egress-cidr %q: want a CIDR such as 10.0.5.0/24 or 10.0.5.7/32", c)
 		}
 	}
+	if o.preinstall() {
+		if strings.ContainsAny(o.HelperImage, " \t\n\"'") {
+			return fmt.Errorf("--helper-image %q: want an image reference", o.HelperImage)
+		}
+		if !path.IsAbs(o.HelperPath) || path.Clean(o.HelperPath) != o.HelperPath || strings.ContainsAny(o.HelperPath, "\"\n") {
+			return fmt.Errorf("--helper-path %q: want the clean absolute path of sbx-inpod in the helper image", o.HelperPath)
+		}
+		if o.WritableRoot {
+			return errors.New("--helper-image needs the read-only root (the default): the init container puts the helper into the pod's /tmp emptyDir, which --writable-root does not have")
+		}
+	}
 	if o.UID <= 0 {
 		return fmt.Errorf("uid %d: the sandbox must run as a non-root user", o.UID)
 	}
 	return nil
 }
 
-var poolTemplate = template.Must(template.New("pool").Funcs(template.FuncMap{"q": quote}).Parse(`# Warm pool for tenant {{.Tenant}}, rendered by: sbx pool render{{range .Args}} {{.}}{{end}}
+var poolTemplate = template.Must(template.New("pool").Funcs(template.FuncMap{"q": quote}).Parse(`{{define "hardening"}}
+        securityContext:
+          allowPrivilegeEscalation: false
+          privileged: false
+          capabilities:
+            drop: ["ALL"]
+          seccompProfile:
+            type: RuntimeDefault
+{{- if not .WritableRoot}}
+          # Only the mounted volumes are writable: /tmp (the helper, the
+          # stubs, sbx's run dir), the home, and the code dirs' roots.
+          readOnlyRootFilesystem: true
+{{- end}}
+{{- end}}# Warm pool for tenant {{.Tenant}}, rendered by: sbx pool render{{range .Args}} {{.}}{{end}}
 # Apply with: kubectl apply -f - (the namespace must exist; see docs/cluster.md)
 apiVersion: extensions.agents.x-k8s.io/{{.APIVersion}}
 kind: SandboxTemplate
@@ -140,6 +197,10 @@ spec:
     metadata:
       labels:
         sbx.dev/tenant: {{q .Tenant}}
+{{- if .HelperImage}}
+      annotations:
+        {{q .AnnotHelper}}: {{q .HelperPreinstalled}}
+{{- end}}
     spec:
 {{- if .RuntimeClass}}
       runtimeClassName: {{q .RuntimeClass}}
@@ -156,6 +217,27 @@ spec:
         fsGroup: {{.UID}}
         seccompProfile:
           type: RuntimeDefault
+{{- if .HelperImage}}
+      # Copies sbx's in-pod helper into /tmp/.sbx before the sandbox starts, so
+      # a claim needs no upload; sbx checks its hash and uploads its own when
+      # it differs (an older helper image).
+      initContainers:
+      - name: sbx-helper
+        image: {{q .HelperImage}}
+        imagePullPolicy: IfNotPresent
+        command: [{{q .HelperPath}}, "__inpod", "install"]
+{{- template "hardening" .}}
+        resources:
+          requests:
+            cpu: 10m
+            memory: 16Mi
+          limits:
+            cpu: {{q .CPU}}
+            memory: 64Mi
+        volumeMounts:
+        - name: tmp
+          mountPath: /tmp
+{{- end}}
       containers:
       - name: sandbox
         image: {{q .Image}}
@@ -165,18 +247,7 @@ spec:
         env:
         - name: HOME
           value: /tmp
-        securityContext:
-          allowPrivilegeEscalation: false
-          privileged: false
-          capabilities:
-            drop: ["ALL"]
-          seccompProfile:
-            type: RuntimeDefault
-{{- if not .WritableRoot}}
-          # Only the volumes below are writable: /tmp (the helper, the
-          # stubs, sbx's run dir), the home, and the code dirs' roots.
-          readOnlyRootFilesystem: true
-{{- end}}
+{{- template "hardening" .}}
         resources:
           requests:
             cpu: 100m
@@ -272,10 +343,11 @@ func RenderPool(o PoolOptions, args ...string) ([]byte, error) {
 	type volume struct{ Name, Path string }
 	data := struct {
 		PoolOptions
-		Name, CacheHostPath string
-		Args                []string
-		Writable            []volume
-	}{o, PoolName(o.Tenant), path.Join(o.CacheRoot, o.Tenant), nil, nil}
+		Name, CacheHostPath             string
+		Args                            []string
+		Writable                        []volume
+		AnnotHelper, HelperPreinstalled string
+	}{o, PoolName(o.Tenant), path.Join(o.CacheRoot, o.Tenant), nil, nil, AnnotHelper, HelperPreinstalled}
 	if !o.WritableRoot {
 		data.Writable = []volume{{"tmp", "/tmp"}, {"home", sandbox.Home}}
 		for i, d := range o.WritableDirs {

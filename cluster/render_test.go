@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -47,18 +49,8 @@ func TestRenderPoolHardening(t *testing.T) {
 		t.Fatalf("%d containers", len(ps.Containers))
 	}
 	c := ps.Containers[0]
-	sc := c.SecurityContext
-	switch {
-	case sc == nil:
-		t.Fatal("no container securityContext")
-	case sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation:
-		t.Error("allowPrivilegeEscalation is not false")
-	case sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) > 0:
-		t.Errorf("capabilities %+v, want drop ALL and no add", sc.Capabilities)
-	case sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem:
-		t.Error("the root file system is writable")
-	case sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault:
-		t.Error("container seccompProfile is not RuntimeDefault")
+	if why := hardeningGap(c.SecurityContext); why != "" {
+		t.Error(why)
 	}
 	empty := map[string]bool{}
 	for _, v := range ps.Volumes {
@@ -92,6 +84,96 @@ func TestRenderPoolHardening(t *testing.T) {
 	} {
 		if _, err := RenderPool(o); err == nil {
 			t.Errorf("%+v: no error", o)
+		}
+	}
+}
+
+// hardeningGap says what a container's securityContext lacks of issue 15's
+// hardening ("" when nothing).
+func hardeningGap(sc *corev1.SecurityContext) string {
+	switch {
+	case sc == nil:
+		return "no container securityContext"
+	case sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation:
+		return "allowPrivilegeEscalation is not false"
+	case sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) > 0:
+		return fmt.Sprintf("capabilities %+v, want drop ALL and no add", sc.Capabilities)
+	case sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem:
+		return "the root file system is writable"
+	case sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault:
+		return "container seccompProfile is not RuntimeDefault"
+	case sc.Privileged != nil && *sc.Privileged:
+		return "privileged"
+	}
+	return ""
+}
+
+// --helper-image: an init container, hardened like the sandbox, copies the
+// helper into the very emptyDir the sandbox has at /tmp (so it lands at
+// sandbox.HelperPath), and the pod says so in its annotation; without the
+// option nothing of it is rendered, and it cannot go with a writable root
+// (no /tmp emptyDir to carry the helper over).
+func TestRenderPoolHelperInit(t *testing.T) {
+	o := PoolOptions{Tenant: "t", Image: "busybox", HelperImage: "reg.example/sbx-inpod:1"}
+	b, err := RenderPool(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := decodeDocs(t, b)
+	ann, _, _ := unstructured.NestedStringMap(docs[0], "spec", "podTemplate", "metadata", "annotations")
+	if ann[AnnotHelper] != HelperPreinstalled {
+		t.Errorf("pod annotations %v, want %s=%s", ann, AnnotHelper, HelperPreinstalled)
+	}
+	ps := podSpec(t, o)
+	if len(ps.InitContainers) != 1 {
+		t.Fatalf("%d init containers, want 1", len(ps.InitContainers))
+	}
+	ic := ps.InitContainers[0]
+	if ic.Image != o.HelperImage || !slices.Equal(ic.Command, []string{DefaultHelperPath, "__inpod", "install"}) {
+		t.Errorf("init container runs %q %q, want %q with %s __inpod install", ic.Image, ic.Command, o.HelperImage, DefaultHelperPath)
+	}
+	if why := hardeningGap(ic.SecurityContext); why != "" {
+		t.Errorf("init container: %s", why)
+	}
+	if ic.Resources.Limits.Memory().IsZero() || ic.Resources.Limits.Cpu().IsZero() {
+		t.Errorf("init container limits %v: want memory and cpu bounded", ic.Resources.Limits)
+	}
+	mountOf := func(c corev1.Container, path string) string {
+		for _, m := range c.VolumeMounts {
+			if m.MountPath == path && !m.ReadOnly {
+				return m.Name
+			}
+		}
+		return ""
+	}
+	if v := mountOf(ic, "/tmp"); v == "" || v != mountOf(ps.Containers[0], "/tmp") || len(ic.VolumeMounts) != 1 {
+		t.Errorf("init container mounts %+v; want only the sandbox's /tmp volume (%q) at /tmp", ic.VolumeMounts, mountOf(ps.Containers[0], "/tmp"))
+	}
+	if !strings.HasPrefix(sandbox.HelperPath, "/tmp/") {
+		t.Fatalf("sandbox.HelperPath %s is not under /tmp: the init container's copy would not reach it", sandbox.HelperPath)
+	}
+
+	// From the pool's own image, at a path of the operator's.
+	ps = podSpec(t, PoolOptions{Tenant: "t", Image: "dev:1", HelperPath: "/opt/sbx-inpod"})
+	if ic := ps.InitContainers; len(ic) != 1 || ic[0].Image != "dev:1" || ic[0].Command[0] != "/opt/sbx-inpod" {
+		t.Errorf("--helper-path alone: init containers %+v, want dev:1 running /opt/sbx-inpod", ic)
+	}
+
+	// Without it: no init container, no annotation.
+	b, _ = RenderPool(PoolOptions{Tenant: "t", Image: "busybox"})
+	if strings.Contains(string(b), "initContainers") || strings.Contains(string(b), AnnotHelper) {
+		t.Errorf("a pool without --helper-image renders the preinstall:\n%s", b)
+	}
+
+	for _, bad := range []PoolOptions{
+		{Tenant: "t", Image: "x", HelperImage: "h", WritableRoot: true},
+		{Tenant: "t", Image: "x", HelperImage: "h i"},
+		{Tenant: "t", Image: "x", HelperImage: "h", HelperPath: "rel/sbx-inpod"},
+		{Tenant: "t", Image: "x", HelperPath: "/a/../b"},
+		{Tenant: "t", Image: "x", HelperPath: "/a\"b"},
+	} {
+		if _, err := RenderPool(bad); err == nil {
+			t.Errorf("%+v: no error", bad)
 		}
 	}
 }

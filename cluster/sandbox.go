@@ -44,6 +44,9 @@ type Sandbox struct {
 	gone      string             // why the pod or claim can no longer serve, once a watch or Renew saw it
 	relay     string             // the relay's socket, when commands go through one (relay.go)
 	fresh     bool               // claimed by this process: no helper started in its pod yet
+	// preinstalled: the pod's AnnotHelper says its pool put the helper in
+	// (an init container): a fresh pod starts it without an upload first.
+	preinstalled bool
 }
 
 var _ sandbox.Sandbox = (*Sandbox)(nil)

@@ -34,8 +34,10 @@ func Main() {
 		os.Exit(Mux(os.Stdin, os.Stdout))
 	case len(args) == 2 && args[0] == "kill":
 		os.Exit(kill(args[1]))
+	case len(args) == 1 && args[0] == "install":
+		os.Exit(install(sandbox.HelperPath))
 	}
-	fmt.Fprintln(os.Stderr, "usage: sbx __inpod version|serve|mux|kill ID")
+	fmt.Fprintln(os.Stderr, "usage: sbx __inpod version|serve|mux|kill ID|install")
 	os.Exit(2)
 }
 
@@ -82,6 +84,7 @@ func Serve(in io.Reader, out io.Writer) int {
 		// The push and then the command's stdin come on in.
 		Sync: h.Sync, SyncStateDir: filepath.Join(sandbox.RunDir, "sync"), Push: exactReader{br},
 		Pull: stream{fw, framePull},
+		Fd4:  h.Fd4, Fallback: h.Fallback,
 	}
 	if h.Stdin {
 		rc.Stdin = br

@@ -28,6 +28,7 @@ const clusterUsage = `usage:
   sbx pool render --tenant T --image IMG [--namespace sbx] [--replicas 2] [--runtime-class gvisor]
                   [--memory 4Gi] [--cpu 2] [--cache-mount PATH] [--cache-root /var/lib/sbx/cache]
                   [--writable-dir PATH]... [--writable-root] [--deny-egress] [--egress-cidr CIDR]...
+                  [--helper-image IMG] [--helper-path /usr/local/bin/sbx-inpod]
       print a SandboxTemplate and a SandboxWarmPool for one tenant (apply with kubectl apply -f -)
   sbx kubeconfig [--admin-kubeconfig PATH] [--namespace sbx] [--service-account sbx] [--duration 24h] [-o FILE]
       write a kubeconfig for sbx's least-privilege service account (cluster/deploy/rbac.yaml)
@@ -67,10 +68,12 @@ func (c *cli) pool(ctx context.Context, args []string) int {
 		o.EgressCIDRs = append(o.EgressCIDRs, v)
 		return nil
 	})
+	fs.StringVar(&o.HelperImage, "helper-image", "", "preinstall sbx's in-pod helper from this `image` (an init container copies it into the pod's /tmp, so a claim needs no upload; sbx checks its hash and uploads its own build when it differs)")
+	fs.StringVar(&o.HelperPath, "helper-path", "", "`path` of a static sbx-inpod in the helper image (default "+cluster.DefaultHelperPath+"); alone, it preinstalls from --image")
 	if err := fs.Parse(args[1:]); err != nil || fs.NArg() > 0 {
 		return exitUsage
 	}
-	y, err := cluster.RenderPool(o, append([]string{"render"}, args[1:]...)...)
+	y, err := cluster.RenderPool(o, args[1:]...)
 	if err != nil {
 		return c.fail(err, "sbx pool render --tenant acme --image registry.example/dev:1 --runtime-class gvisor --cache-mount /cache")
 	}
