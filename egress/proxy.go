@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/textproto"
 	"strconv"
 	"strings"
 	"time"
@@ -24,6 +25,12 @@ const (
 	ReadHeaderTimeout = 30 * time.Second
 	ResolveTimeout    = 10 * time.Second
 	DialTimeout       = 30 * time.Second
+	// An upstream's answer: its header (status line and fields) at most
+	// MaxHeaderBytes, begun within ResponseHeaderTimeout (the default of
+	// Proxy.ResponseHeaderTimeout), after at most MaxInterimResponses
+	// interim (1xx) answers to one request.
+	DefaultResponseHeaderTimeout = 5 * time.Minute
+	MaxInterimResponses          = 10
 )
 
 // Decision is one request the proxy judged, for the session's audit log.
@@ -60,6 +67,9 @@ type Proxy struct {
 	// UpstreamRoots verifies the servers behind terminated tunnels; nil
 	// means the host's roots.
 	UpstreamRoots *x509.CertPool
+	// ResponseHeaderTimeout bounds the wait for an upstream's response
+	// header; 0 means DefaultResponseHeaderTimeout.
+	ResponseHeaderTimeout time.Duration
 }
 
 // DefaultHowToAllow says how a user lists a host.
@@ -333,6 +343,33 @@ func (c *prefixConn) Read(b []byte) (int, error) { return c.r.Read(b) }
 // hopHeaders are not forwarded (RFC 9110 7.6.1), nor are the proxy's own.
 var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
 
+// removeHop deletes h's hop-by-hop fields: the fixed ones and every field
+// that Connection (or the obsolete Proxy-Connection) names, which the
+// sender meant for this hop only (RFC 9110 7.6.1). Done before the proxy
+// adds a header of its own, so "Connection: Authorization" cannot take an
+// injected header away, and a field listed there goes no further.
+func removeHop(h http.Header) {
+	for _, c := range []string{"Connection", "Proxy-Connection"} {
+		for _, v := range h.Values(c) {
+			for _, f := range strings.Split(v, ",") {
+				if f = textproto.TrimString(f); f != "" {
+					h.Del(f)
+				}
+			}
+		}
+	}
+	for _, n := range hopHeaders {
+		h.Del(n)
+	}
+}
+
+func (p *Proxy) responseHeaderTimeout() time.Duration {
+	if p.ResponseHeaderTimeout > 0 {
+		return p.ResponseHeaderTimeout
+	}
+	return DefaultResponseHeaderTimeout
+}
+
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request) {
 	host, port, err := splitTarget(r.URL.Host, 80)
 	if err != nil {
@@ -347,24 +384,28 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request) {
 	p.audit(Decision{Kind: "http", Host: host, Port: port, Allowed: true, Addr: ap.String()})
 	out := r.Clone(r.Context())
 	out.RequestURI = ""
-	for _, h := range hopHeaders {
-		out.Header.Del(h)
-	}
+	removeHop(out.Header)
 	// The dial goes to the checked address, not to a name resolved again.
+	timeout := p.responseHeaderTimeout()
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return p.dial(ctx, ap) },
-		Proxy:       nil, DisableKeepAlives: true, ResponseHeaderTimeout: 5 * time.Minute,
+		Proxy:       nil, DisableKeepAlives: true, ResponseHeaderTimeout: timeout,
+		MaxResponseHeaderBytes: MaxHeaderBytes,
 	}
 	defer tr.CloseIdleConnections()
 	resp, err := tr.RoundTrip(out)
 	if err != nil {
-		http.Error(w, fmt.Sprintf("sbx egress proxy: %s (%s): %v", host, ap, err), http.StatusBadGateway)
+		code, why := http.StatusBadGateway, err.Error()
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			code, why = http.StatusGatewayTimeout, fmt.Sprintf("it did not answer within %s (%v)", timeout, err)
+		}
+		p.audit(Decision{Kind: "http", Host: host, Port: port, Allowed: true, Addr: ap.String(), Reason: "upstream: " + why})
+		http.Error(w, fmt.Sprintf("sbx egress proxy: %s (%s) gave no usable answer: %s (an answer's header is bounded at %d bytes, its wait at %s)", host, ap, why, MaxHeaderBytes, timeout), code)
 		return
 	}
 	defer resp.Body.Close()
-	for _, h := range hopHeaders {
-		resp.Header.Del(h)
-	}
+	removeHop(resp.Header)
 	for k, vs := range resp.Header {
 		for _, v := range vs {
 			w.Header().Add(k, v)
@@ -399,7 +440,11 @@ func (p *Proxy) terminate(host string, port int, client net.Conn, up net.Conn) {
 	// server outside the tunnel does; its body is then unbounded (streamed).
 	lr := &headerLimit{r: tc}
 	cr := bufio.NewReader(lr)
-	ur := bufio.NewReader(uc)
+	// The upstream's answers likewise (MaxHeaderBytes, begun within
+	// ResponseHeaderTimeout, MaxInterimResponses interim ones): a hostile
+	// or broken server must not make the host buffer without end.
+	ul := &headerLimit{r: uc, n: 1 << 62}
+	ur := bufio.NewReader(ul)
 	authority := name
 	if port != 443 {
 		authority = net.JoinHostPort(name, strconv.Itoa(port))
@@ -419,36 +464,84 @@ func (p *Proxy) terminate(host string, port int, client net.Conn, up net.Conn) {
 		// The header goes to the host the tunnel was opened to, whatever
 		// Host the request names.
 		req.Host = authority
-		for _, h := range hopHeaders {
-			req.Header.Del(h)
+		// Hop-by-hop fields go before the header is set, so none of them
+		// can name it away; trailers are dropped, so none can repeat it
+		// after the body (a server that merges trailers into the header
+		// would see the sandbox's value too).
+		removeHop(req.Header)
+		req.Trailer = nil
+		if strings.EqualFold(req.Method, "TRACE") || strings.EqualFold(req.Method, "TRACK") {
+			p.failTunnel(tc, host, port, http.StatusMethodNotAllowed, fmt.Sprintf("%s is refused inside a tunnel that adds a header: the server would echo the request back, the added header with it", req.Method))
+			return
 		}
 		if err := p.Inject.Apply(name, port, req.Header); err != nil {
-			p.audit(Decision{Kind: "inject", Host: host, Port: port, Reason: err.Error()})
-			resp := &http.Response{StatusCode: http.StatusBadGateway, ProtoMajor: 1, ProtoMinor: 1, Header: http.Header{"Content-Type": {"text/plain"}},
-				Body: io.NopCloser(strings.NewReader("sbx egress proxy: " + err.Error() + "\n")), Close: true}
-			resp.Write(tc)
+			p.failTunnel(tc, host, port, http.StatusBadGateway, err.Error())
 			return
 		}
 		p.audit(Decision{Kind: "inject", Host: host, Port: port, Allowed: true, Reason: req.Method + " " + req.URL.Path})
 		if err := req.Write(uc); err != nil {
 			return
 		}
-		resp, err := http.ReadResponse(ur, req)
-		// An interim answer (100 Continue, 103) goes back as it is and the
-		// final one follows for the same request: taken for the final one,
-		// it would pair every later response with the wrong request.
-		for err == nil && resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
-			if err = resp.Write(tc); err == nil {
-				resp, err = http.ReadResponse(ur, req)
-			}
-		}
+		resp, code, err := p.readResponse(uc, ul, ur, req, tc)
 		if err != nil {
+			if code != 0 {
+				p.failTunnel(tc, host, port, code, fmt.Sprintf("the answer of %s to %s %s: %v", name, req.Method, req.URL.Path, err))
+			}
 			return
 		}
+		removeHop(resp.Header)
 		err = resp.Write(tc)
 		resp.Body.Close()
 		if err != nil || resp.Close || req.Close {
 			return
 		}
 	}
+}
+
+// readResponse reads the final answer to req from the upstream, passing
+// each interim one (100 Continue, 103) on to the sandbox as it is: taken for
+// the final one, it would pair every later response with the wrong request.
+// Each header is read against MaxHeaderBytes and must begin within the
+// response header timeout; at most MaxInterimResponses interim answers
+// precede the final one. On an error, code is the status to answer the
+// sandbox with (0: the sandbox's side failed, nothing to answer).
+func (p *Proxy) readResponse(uc net.Conn, ul *headerLimit, ur *bufio.Reader, req *http.Request, tc io.Writer) (*http.Response, int, error) {
+	timeout := p.responseHeaderTimeout()
+	for n := 0; ; n++ {
+		ul.n = MaxHeaderBytes
+		uc.SetReadDeadline(time.Now().Add(timeout))
+		resp, err := http.ReadResponse(ur, req)
+		over := ul.n <= 0
+		ul.n = 1 << 62
+		uc.SetReadDeadline(time.Time{})
+		if err != nil {
+			var ne net.Error
+			switch {
+			case over:
+				return nil, http.StatusBadGateway, fmt.Errorf("its header is over %d bytes (the proxy's bound on a response header)", MaxHeaderBytes)
+			case errors.As(err, &ne) && ne.Timeout():
+				return nil, http.StatusGatewayTimeout, fmt.Errorf("the server did not answer within %s", timeout)
+			default:
+				return nil, http.StatusBadGateway, fmt.Errorf("not a usable HTTP response: %v", err)
+			}
+		}
+		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
+			return resp, 0, nil
+		}
+		if n >= MaxInterimResponses {
+			return nil, http.StatusBadGateway, fmt.Errorf("over %d interim (1xx) answers to one request (the proxy's bound)", MaxInterimResponses)
+		}
+		if err := resp.Write(tc); err != nil {
+			return nil, 0, err
+		}
+	}
+}
+
+// failTunnel audits why a request in a terminated tunnel got no answer from
+// upstream and tells the sandbox, closing the tunnel after.
+func (p *Proxy) failTunnel(tc io.Writer, host string, port, code int, why string) {
+	p.audit(Decision{Kind: "inject", Host: host, Port: port, Reason: why})
+	resp := &http.Response{StatusCode: code, ProtoMajor: 1, ProtoMinor: 1, Header: http.Header{"Content-Type": {"text/plain; charset=utf-8"}},
+		Body: io.NopCloser(strings.NewReader("sbx egress proxy: " + why + "; the connection is closed\n")), Close: true}
+	resp.Write(tc)
 }

@@ -101,9 +101,21 @@ func TestInjectTunnelInterimResponse(t *testing.T) {
 // session CA), the whole connection bounded by d.
 func injectTunnel(t *testing.T, h http.Handler, d time.Duration) *tls.Conn {
 	t.Helper()
-	t.Setenv("SBX_TEST_INJECT_TOKEN", "tok")
 	upstream, upRoots := localhostTLS(t, h)
-	port := portOf(t, upstream.URL)
+	tc, _ := injectTunnelAt(t, portOf(t, upstream.URL), upRoots, nil, d)
+	return tc
+}
+
+// injectTunnelAt is injectTunnel to an upstream already listening on
+// 127.0.0.1:port whose certificate roots is; p, when not nil, is the
+// proxy to configure (its Allow, Inject, CA and UpstreamRoots are set
+// here). It returns the proxy too.
+func injectTunnelAt(t *testing.T, port string, upRoots *x509.CertPool, p *Proxy, d time.Duration) (*tls.Conn, *Proxy) {
+	t.Helper()
+	t.Setenv("SBX_TEST_INJECT_TOKEN", "tok")
+	if p == nil {
+		p = &Proxy{}
+	}
 	allow := mustAllow(t, "localhost:"+port, "127.0.0.1:"+port, "[::1]:"+port)
 	inj, err := NewInjector([]Injection{{Host: "localhost", Port: atoi(port), Header: "Authorization", Env: "SBX_TEST_INJECT_TOKEN"}}, allow)
 	if err != nil {
@@ -118,7 +130,8 @@ func injectTunnel(t *testing.T, h http.Handler, d time.Duration) *tls.Conn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	go (&Proxy{Allow: allow, Inject: inj, CA: ca, UpstreamRoots: upRoots}).Serve(ln)
+	p.Allow, p.Inject, p.CA, p.UpstreamRoots = allow, inj, ca, upRoots
+	go p.Serve(ln)
 	raw, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +147,7 @@ func injectTunnel(t *testing.T, h http.Handler, d time.Duration) *tls.Conn {
 	}
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(ca.CertPEM())
-	return tls.Client(raw, &tls.Config{ServerName: "localhost", RootCAs: roots})
+	return tls.Client(raw, &tls.Config{ServerName: "localhost", RootCAs: roots}), p
 }
 
 // oneByte reads at most one byte per call.
