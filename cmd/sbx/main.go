@@ -8,6 +8,7 @@ import (
 
 	"github.com/sbx-sh/sbx/internal/app"
 	sbxcli "github.com/sbx-sh/sbx/internal/cli"
+	"github.com/sbx-sh/sbx/internal/hostd"
 )
 
 // commands is sbx's table of subcommands, in the order of the usage text:
@@ -62,6 +63,7 @@ var commands = []sbxcli.Command{
                  this user's claims on the cluster
 `},
 	{Name: "kubeconfig", Run: own((*cli).kubeconfig)},
+	{Name: hostd.Arg, Run: sbxcli.HostDaemon}, // a kept session's host daemon, started by sbx exec
 	{Name: "version", Aliases: []string{"--version"}, Run: sbxcli.Version, Usage: `  version        print sbx's version
 `},
 }

@@ -2,10 +2,12 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -13,6 +15,7 @@ import (
 
 	"github.com/sbx-sh/sbx/internal/app"
 	"github.com/sbx-sh/sbx/internal/escape"
+	"github.com/sbx-sh/sbx/internal/hostd"
 	"github.com/sbx-sh/sbx/sandbox"
 	"github.com/sbx-sh/sbx/session"
 	sbxsync "github.com/sbx-sh/sbx/sync"
@@ -58,15 +61,37 @@ func execOrShell(ctx context.Context, e *Env, args []string, shell bool) int {
 		fmt.Fprintf(e.Stderr, "sbx: error: sbx shell needs a terminal on its standard input; use sbx exec -- COMMAND for scripts\n")
 		return ExitUsage
 	}
-	w, err := app.Setup(app.Flags{
+	flags := app.Flags{
 		CodeDirs: codeDirs, Net: *net, Timeout: *timeout, Disk: *disk,
 		HostCommands: hostCommands.List(), Backend: *backend, Keep: *keep, AllowNet: allowNet.List(),
-	}, app.PerCommand, e.Log)
+	}
+	w, err := app.Setup(flags, app.PerCommand, e.Log)
 	if err != nil {
 		return e.Fail(err)
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
+	// A kept session's later calls run through its host daemon, which
+	// watches the code dirs instead of scanning them (internal/hostd).
+	var daemonDir, daemonKey string
+	if *keep && w.Config.HostDaemon && session.CheckName(*sess) == nil {
+		if root, err := session.DefaultStateRoot(); err == nil {
+			daemonDir = filepath.Join(root, *sess)
+			daemonKey = hostd.Key(w, daemonDir, *sess)
+		}
+	}
+	if daemonKey != "" && !shell {
+		code, err := execThroughDaemon(ctx, e, w, hostd.Call{StateDir: daemonDir, Session: *sess, Key: daemonKey,
+			Command: strings.Join(command, " "), Dir: w.Cwd, Env: os.Environ(), Stdout: os.Stdout, Stderr: os.Stderr}, *sess)
+		if !errors.Is(err, hostd.ErrAbsent) {
+			return code
+		}
+		e.Log.Debug("sbx exec runs the command itself", "why", err)
+	}
+	if daemonKey != "" {
+		// After the session's Close below (deferred later, run first).
+		defer func() { hostd.Start(daemonDir, *sess, daemonKey, flags, w.Cwd, e.Log) }()
+	}
 	s, err := w.Manager.Open(ctx, *sess, w.Params)
 	if err != nil {
 		return e.Fail(err)
@@ -115,6 +140,38 @@ func execOrShell(ctx context.Context, e *Env, args []string, shell bool) int {
 		fmt.Fprintf(e.Stderr, "sbx: command timed out after %s and was killed with everything it started\n", w.Config.Timeout)
 	}
 	return out.ExitCode
+}
+
+// execThroughDaemon runs a command through the session's host daemon, and
+// reports it as execOrShell does. An error wrapping hostd.ErrAbsent means
+// nothing ran.
+func execThroughDaemon(ctx context.Context, e *Env, w *app.Env, c hostd.Call, sess string) (int, error) {
+	rep, err := hostd.Exec(ctx, c, e.Log)
+	if errors.Is(err, hostd.ErrAbsent) {
+		return 0, err
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintf(e.Stderr, "sbx: interrupted\n")
+			return 130, nil
+		}
+		return e.Fail(err), nil
+	}
+	reportSync(e.Stderr, rep.Sync, sess)
+	for _, n := range rep.Notices {
+		fmt.Fprintf(e.Stderr, "sbx: note: %s\n", escape.Line(n))
+	}
+	if rep.Error != "" {
+		if rep.Interrupted || ctx.Err() != nil {
+			fmt.Fprintf(e.Stderr, "sbx: interrupted\n")
+			return 130, nil
+		}
+		return e.Fail(errors.New(rep.Error)), nil
+	}
+	if rep.TimedOut {
+		fmt.Fprintf(e.Stderr, "sbx: command timed out after %s and was killed with everything it started\n", w.Config.Timeout)
+	}
+	return rep.ExitCode, nil
 }
 
 // reportSync tells the user what the sync did not simply apply.
@@ -188,3 +245,7 @@ func rawTerminal() (restore func(), tty *sandbox.TTY, err error) {
 		term.Restore(fd, old)
 	}, &sandbox.TTY{Size: size(), Resize: resize}, nil
 }
+
+// HostDaemon implements the hidden `sbx __hostd STATEDIR`: a kept session's
+// host daemon (internal/hostd), started in the background by sbx exec.
+func HostDaemon(_ context.Context, _ *Env, args []string) int { return hostd.Main(args) }

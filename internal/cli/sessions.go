@@ -3,12 +3,14 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/sbx-sh/sbx/internal/app"
+	"github.com/sbx-sh/sbx/internal/hostd"
 	"github.com/sbx-sh/sbx/portfwd"
 	"github.com/sbx-sh/sbx/session"
 )
@@ -35,6 +37,27 @@ func Release(ctx context.Context, e *Env, args []string) int {
 	m, err := manager(e)
 	if err != nil {
 		return e.Fail(err)
+	}
+	// A session's host daemon ends first: it holds the session open.
+	if root, err := session.DefaultStateRoot(); err == nil {
+		names := []string{*sess}
+		if *all {
+			names = nil
+			ents, _ := os.ReadDir(root)
+			for _, ent := range ents {
+				if ent.IsDir() && session.CheckName(ent.Name()) == nil {
+					names = append(names, ent.Name())
+				}
+			}
+		}
+		for _, n := range names {
+			if session.CheckName(n) != nil {
+				continue
+			}
+			if err := hostd.Stop(ctx, filepath.Join(root, n), n, 10*time.Second); err != nil {
+				fmt.Fprintf(e.Stderr, "sbx: warning: session %s: %v\n", n, err)
+			}
+		}
 	}
 	if *all {
 		names, err := m.ReleaseAll(ctx)

@@ -1,0 +1,14 @@
+//go:build !linux
+
+package hostd
+
+import (
+	"io/fs"
+	"net"
+)
+
+// supported: without SO_PEERCRED there is no daemon; every call scans.
+const supported = false
+
+func ownedByUs(fs.FileInfo) error        { return errUnsupported }
+func peerUid(*net.UnixConn) (int, error) { return -1, errUnsupported }
