@@ -241,48 +241,130 @@ func (a *Allowlist) AllowsAddr(addr netip.Addr, port int) bool {
 	return false
 }
 
-// Public reports whether addr is an ordinary public unicast address: not
-// loopback, link-local, private (RFC 1918, fc00::/7), shared (100.64/10),
-// unspecified, multicast, or another reserved range a host's own network
-// lives in.
-func Public(addr netip.Addr) bool {
-	addr = addr.Unmap()
-	if !addr.IsValid() || addr.IsLoopback() || addr.IsLinkLocalUnicast() || addr.IsLinkLocalMulticast() ||
-		addr.IsPrivate() || addr.IsUnspecified() || addr.IsMulticast() || addr.IsInterfaceLocalMulticast() {
-		return false
+// Public reports whether addr is a globally routable unicast address, the
+// only kind a listed name may lead to: see NotPublic.
+func Public(addr netip.Addr) bool { return NotPublic(addr) == "" }
+
+// NotPublic says why addr is not globally routable unicast, or "" when it
+// is. IPv4: not unspecified, loopback, link-local, multicast, broadcast,
+// private (RFC 1918), nor in special4 (IANA's special-purpose registry:
+// shared, documentation, benchmarking, reserved, ...). IPv6: inside
+// 2000::/3 (the only global unicast space) and not in special6, or the
+// NAT64 prefix 64:ff9b::/96; an address that carries an IPv4 one a gateway
+// would reach (NAT64, 6to4, v4-mapped) is judged by that one too. Everything
+// else (ULA, link-local, site-local, multicast, v4-compatible, Teredo,
+// ORCHID, discard, ...) is not public.
+func NotPublic(addr netip.Addr) string {
+	if !addr.IsValid() {
+		return "not an address"
 	}
-	for _, p := range reserved {
-		if p.Contains(addr) {
-			return false
+	if addr.Zone() != "" {
+		return "an address with a zone (link-scoped)"
+	}
+	if addr.Is4In6() {
+		if why := NotPublic(addr.Unmap()); why != "" {
+			return "an IPv4-mapped address of " + why
 		}
+		return ""
 	}
-	// NAT64 (64:ff9b::/96) and 6to4 (2002::/16) carry an IPv4 address that
-	// a gateway would reach: judge that one.
+	if addr.Is4() {
+		switch {
+		case addr.IsUnspecified():
+			return "the unspecified address"
+		case addr.IsLoopback():
+			return "a loopback address"
+		case addr.IsLinkLocalUnicast():
+			return "a link-local address"
+		case addr.IsMulticast():
+			return "a multicast address"
+		case addr.IsPrivate():
+			return "a private address (RFC 1918)"
+		}
+		for _, r := range special4 {
+			if r.p.Contains(addr) {
+				return r.what + " (" + r.p.String() + ")"
+			}
+		}
+		if !addr.IsGlobalUnicast() {
+			return "not a global unicast address"
+		}
+		return ""
+	}
+	b := addr.As16()
+	embedded := func(kind string, v4 [4]byte) string {
+		if why := NotPublic(netip.AddrFrom4(v4)); why != "" {
+			return kind + " carrying " + netip.AddrFrom4(v4).String() + ", " + why
+		}
+		return ""
+	}
 	if nat64.Contains(addr) {
-		b := addr.As16()
-		return Public(netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}))
+		return embedded("a NAT64 address (64:ff9b::/96)", [4]byte{b[12], b[13], b[14], b[15]})
+	}
+	switch {
+	case addr.IsUnspecified():
+		return "the unspecified address"
+	case addr.IsLoopback():
+		return "a loopback address"
+	case addr.IsLinkLocalUnicast():
+		return "a link-local address"
+	case addr.IsMulticast():
+		return "a multicast address"
+	case addr.IsPrivate():
+		return "a unique local address (fc00::/7)"
+	}
+	if !global6.Contains(addr) {
+		if v4compat.Contains(addr) {
+			return "an IPv4-compatible address (::/96, deprecated) carrying " + netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}).String()
+		}
+		return "outside the IPv6 global unicast space (2000::/3)"
 	}
 	if sixToFour.Contains(addr) {
-		b := addr.As16()
-		return Public(netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]}))
+		return embedded("a 6to4 address (2002::/16)", [4]byte{b[2], b[3], b[4], b[5]})
 	}
-	return true
+	if teredo.Contains(addr) {
+		// Reached through a Teredo relay, whatever the server and client
+		// it names (bits 32-63, and the last 32 inverted): never public.
+		return fmt.Sprintf("a Teredo address (2001::/32, server %s, client %s)",
+			netip.AddrFrom4([4]byte{b[4], b[5], b[6], b[7]}), netip.AddrFrom4([4]byte{^b[12], ^b[13], ^b[14], ^b[15]}))
+	}
+	for _, r := range special6 {
+		if r.p.Contains(addr) {
+			return r.what + " (" + r.p.String() + ")"
+		}
+	}
+	return ""
+}
+
+type special struct {
+	p    netip.Prefix
+	what string
 }
 
 var (
 	nat64     = netip.MustParsePrefix("64:ff9b::/96")
 	sixToFour = netip.MustParsePrefix("2002::/16")
+	teredo    = netip.MustParsePrefix("2001::/32")
+	v4compat  = netip.MustParsePrefix("::/96")
+	global6   = netip.MustParsePrefix("2000::/3")
 )
 
-var reserved = []netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"),
-	netip.MustParsePrefix("100.64.0.0/10"),  // shared address space (CGNAT)
-	netip.MustParsePrefix("192.0.0.0/24"),   // IETF protocol assignments
-	netip.MustParsePrefix("198.18.0.0/15"),  // benchmarking
-	netip.MustParsePrefix("240.0.0.0/4"),    // reserved, broadcast
-	netip.MustParsePrefix("64:ff9b:1::/48"), // local-use NAT64
-	netip.MustParsePrefix("100::/64"),       // discard
-	netip.MustParsePrefix("2001:db8::/32"),  // documentation
-	netip.MustParsePrefix("::ffff:0:0/96"),  // mapped (unmapped above; kept for safety)
-	netip.MustParsePrefix("fec0::/10"),      // site-local (deprecated)
+// special4: IANA's IPv4 special-purpose ranges that are not globally
+// reachable (the rest of not-public is netip's: loopback, private, ...).
+var special4 = []special{
+	{netip.MustParsePrefix("0.0.0.0/8"), "\"this network\""},
+	{netip.MustParsePrefix("100.64.0.0/10"), "shared address space (CGNAT)"},
+	{netip.MustParsePrefix("192.0.0.0/24"), "IETF protocol assignments"},
+	{netip.MustParsePrefix("192.0.2.0/24"), "documentation (TEST-NET-1)"},
+	{netip.MustParsePrefix("192.88.99.0/24"), "the deprecated 6to4 relay anycast"},
+	{netip.MustParsePrefix("198.18.0.0/15"), "benchmarking"},
+	{netip.MustParsePrefix("198.51.100.0/24"), "documentation (TEST-NET-2)"},
+	{netip.MustParsePrefix("203.0.113.0/24"), "documentation (TEST-NET-3)"},
+	{netip.MustParsePrefix("240.0.0.0/4"), "reserved or broadcast"},
+}
+
+// special6: ranges inside 2000::/3 that are not globally reachable unicast.
+var special6 = []special{
+	{netip.MustParsePrefix("2001::/23"), "IETF protocol assignments (benchmarking, ORCHID, ...)"},
+	{netip.MustParsePrefix("2001:db8::/32"), "documentation"},
+	{netip.MustParsePrefix("3fff::/20"), "documentation"},
 }

@@ -101,6 +101,63 @@ func TestPublic(t *testing.T) {
 	}
 }
 
+// TestPublicSpecialRanges: every range that is not globally routable is
+// refused as a name's address, each named by the reason.
+func TestPublicSpecialRanges(t *testing.T) {
+	for _, tc := range []struct {
+		name, addr string
+		public     bool
+		why        string
+	}{
+		{"TEST-NET-1", "192.0.2.10", false, "documentation"},
+		{"TEST-NET-2", "198.51.100.10", false, "documentation"},
+		{"TEST-NET-3", "203.0.113.10", false, "documentation"},
+		{"CGNAT", "100.64.1.1", false, "shared"},
+		{"CGNAT top", "100.127.255.254", false, "shared"},
+		{"after CGNAT", "100.128.0.1", true, ""},
+		{"this network", "0.1.2.3", false, "this network"},
+		{"reserved", "240.1.2.3", false, "reserved"},
+		{"broadcast", "255.255.255.255", false, "reserved"},
+		{"multicast v4", "239.1.2.3", false, "multicast"},
+		{"benchmarking", "198.19.1.1", false, "benchmarking"},
+		{"after benchmarking", "198.20.0.1", true, ""},
+		{"6to4 relay anycast", "192.88.99.1", false, "6to4"},
+		{"IETF protocol assignments v4", "192.0.0.170", false, "IETF"},
+		{"Teredo", "2001:0:4136:e378:8000:63bf:3fff:fdd2", false, "Teredo"},
+		{"Teredo carrying loopback", "2001:0:7f00:1::80ff:fffe", false, "Teredo"},
+		{"IETF protocol assignments v6", "2001:2::1", false, "IETF"},
+		{"documentation v6", "2001:db8::1", false, "documentation"},
+		{"documentation v6 3fff", "3fff:abc::1", false, "documentation"},
+		{"6to4 of private", "2002:c0a8:0101::1", false, "192.168.1.1"},
+		{"6to4 of documentation", "2002:c000:0201::1", false, "192.0.2.1"},
+		{"6to4 of public", "2002:5db8:d822::1", true, ""},
+		{"NAT64 of private", "64:ff9b::10.0.0.1", false, "10.0.0.1"},
+		{"NAT64 of CGNAT", "64:ff9b::100.64.0.1", false, "100.64.0.1"},
+		{"NAT64 of public", "64:ff9b::93.184.216.34", true, ""},
+		{"local-use NAT64", "64:ff9b:1::93.184.216.34", false, "2000::/3"},
+		{"v4-mapped private", "::ffff:10.0.0.1", false, "private"},
+		{"v4-compatible private", "::10.0.0.1", false, "IPv4-compatible"},
+		{"v4-compatible public", "::93.184.216.34", false, "IPv4-compatible"},
+		{"multicast v6", "ff0e::1", false, "multicast"},
+		{"ULA", "fd00::1", false, "unique local"},
+		{"site-local", "fec0::1", false, "2000::/3"},
+		{"discard", "100::1", false, "2000::/3"},
+		{"SRv6 SIDs", "5f00::1", false, "2000::/3"},
+		{"outside 2000::/3", "4000::1", false, "2000::/3"},
+		{"global v6", "2606:2800:220:1::1", true, ""},
+		{"global v4", "8.8.8.8", true, ""},
+	} {
+		a := netip.MustParseAddr(tc.addr)
+		why := NotPublic(a)
+		if (why == "") != tc.public || !strings.Contains(why, tc.why) {
+			t.Errorf("%s: NotPublic(%s) = %q, want public=%v with %q", tc.name, tc.addr, why, tc.public, tc.why)
+		}
+		if got := oraclePublic(a.AsSlice()); got != tc.public {
+			t.Errorf("%s: the fuzz oracle says public=%v for %s", tc.name, got, tc.addr)
+		}
+	}
+}
+
 // The oracle: the grammar of an entry written as one regular expression, and
 // matching by comparing label lists, independent of ParseRule's hand-written
 // scanner and AllowsName's suffix test.

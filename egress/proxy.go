@@ -140,8 +140,8 @@ func (p *Proxy) Check(ctx context.Context, host string, port int) (netip.AddrPor
 	var pick netip.Addr
 	for _, a := range addrs {
 		a = a.Unmap()
-		if !Public(a) && !p.Allow.AllowsAddr(a, port) {
-			return refuse("%s resolves to %s, a loopback, link-local or private address; a listed name may not lead into the host's own network (list the address %s itself to allow it)", name, a, a)
+		if why := NotPublic(a); why != "" && !p.Allow.AllowsAddr(a, port) {
+			return refuse("%s resolves to %s, %s, not a globally routable address (loopback, link-local, private, documentation, reserved, or one carrying such an address); a listed name may not lead into the host's own or any local network (list the address %s itself to allow it)", name, a, why, a)
 		}
 		if hostAddr(a) && !p.Allow.AllowsAddr(a, port) {
 			return refuse("%s resolves to %s, an address of this host itself; a listed name may not lead to the host's own services (list the address %s itself to allow it)", name, a, a)
