@@ -24,7 +24,8 @@ import (
 // benchRuntimes measures, in one run, a pool under gVisor against the same
 // pool under runc: the memory of an idle warm pod and what the helper adds,
 // the claim to first exec, and the per-command cost. Both pools are rendered
-// by cluster.RenderPool like the e2e pool, with 2 replicas each.
+// by cluster.RenderPool like the e2e pool (the helper preinstalled), with 2
+// replicas each.
 func benchRuntimes(t *testing.T, md *strings.Builder) {
 	ctx := context.Background()
 	type runtimeRes struct {
@@ -42,7 +43,7 @@ func benchRuntimes(t *testing.T, md *strings.Builder) {
 	for _, rt := range []struct{ name, class string }{{"gVisor (RuntimeClass gvisor, runsc systrap)", "gvisor"}, {"runc", ""}} {
 		tenant := "bench" + map[string]string{"gvisor": "gvisor", "": "runc"}[rt.class]
 		pool, err := cluster.RenderPool(cluster.PoolOptions{Tenant: tenant, Image: image, Replicas: 2, Memory: "256Mi", CPU: "1",
-			RuntimeClass: rt.class, APIVersion: extVersion})
+			RuntimeClass: rt.class, APIVersion: extVersion, HelperImage: helperImage})
 		if err != nil {
 			t.Fatal(err)
 		}

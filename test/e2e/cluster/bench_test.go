@@ -91,39 +91,89 @@ func TestBenchmarks(t *testing.T) {
 	t.Log("\n" + md.String())
 }
 
-// benchClaim: claim to first exec, against create + watch until Ready.
+// benchClaim: claim to first exec, against create + watch until Ready, for
+// the e2e pool (the helper preinstalled by an init container) and the same
+// pool without the preinstall (the helper uploaded by the first exec),
+// interleaved; and one raw pods/exec of `true`, the least an exec-based
+// first command can add to the floor.
 func benchClaim(t *testing.T, p *cluster.Provider, md *strings.Builder) {
 	ctx := context.Background()
 	const nClaims = 5
-	var sbxClaim, floor []time.Duration
-	for i := 0; i < nClaims; i++ {
-		waitCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		if err := waitPoolReady(waitCtx, poolName, 2); err != nil {
+	plainTenant := "plain"
+	plain, err := cluster.RenderPool(cluster.PoolOptions{Tenant: plainTenant, Image: image, Replicas: 2, CacheMount: "/cache",
+		CacheRoot: cacheRoot, Memory: "256Mi", CPU: "1", RuntimeClass: os.Getenv("SBX_E2E_RUNTIME_CLASS"), APIVersion: extVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(cacheRoot, plainTenant), 0o750)
+	os.Chown(filepath.Join(cacheRoot, plainTenant), 1000, 1000)
+	if err := apply(ctx, plain); err != nil {
+		t.Fatal(err)
+	}
+	plainCfg := saCfg(t)
+	plainCfg.Pool = cluster.PoolName(plainTenant)
+	pPlain := cluster.New(plainCfg, nil)
+	rc, _ := clientcmd.BuildConfigFromFlags("", saConfig)
+	kube := kubernetes.NewForConfigOrDie(rc)
+	ready := func(pool string) {
+		waitCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+		defer cancel()
+		if err := waitPoolReady(waitCtx, pool, 2); err != nil {
 			t.Fatal(err)
 		}
-		cancel()
+	}
+	var claimOnly []time.Duration // Provider.Claim's return, preinstalled pool
+	claimExec := func(p *cluster.Provider, name string, only *[]time.Duration) (time.Duration, string) {
 		start := time.Now()
-		sb, err := p.Claim(ctx, sandbox.Spec{Name: fmt.Sprintf("bench-%d", i), StateDir: t.TempDir()})
+		sb, err := p.Claim(ctx, sandbox.Spec{Name: name, StateDir: t.TempDir()})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if only != nil {
+			*only = append(*only, time.Since(start))
 		}
 		if _, err := sb.Exec(ctx, &sandbox.Cmd{Argv: []string{"true"}}); err != nil {
 			t.Fatal(err)
 		}
-		sbxClaim = append(sbxClaim, time.Since(start))
+		d := time.Since(start)
 		sb.Release(ctx)
-
-		waitCtx, cancel = context.WithTimeout(ctx, 2*time.Minute)
-		if err := waitPoolReady(waitCtx, poolName, 2); err != nil {
+		return d, sb.(*cluster.Sandbox).Pod()
+	}
+	var pre, up, floor, raw []time.Duration
+	for i := 0; i < nClaims; i++ {
+		ready(poolName)
+		d, pod := claimExec(p, fmt.Sprintf("bench-%d", i), &claimOnly)
+		pre = append(pre, d)
+		ready(plainCfg.Pool)
+		d, _ = claimExec(pPlain, fmt.Sprintf("bench-plain-%d", i), nil)
+		up = append(up, d)
+		ready(poolName)
+		floor = append(floor, rawClaimReady(t, ctx))
+		// a raw exec into a warm pod of the pool (the one just released is
+		// going away: take a ready one)
+		pods, err := admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "sbx.dev/tenant=" + tenant})
+		if err != nil {
 			t.Fatal(err)
 		}
-		cancel()
-		floor = append(floor, rawClaimReady(t, ctx))
+		for _, pp := range pods.Items {
+			if pp.Name != pod && pp.DeletionTimestamp == nil && pp.Status.Phase == corev1.PodRunning {
+				s := time.Now()
+				if err := rawExec(ctx, rc, kube, pp.Name, []string{"true"}); err != nil {
+					t.Fatal(err)
+				}
+				raw = append(raw, time.Since(s))
+				break
+			}
+		}
 	}
-	fmt.Fprintf(md, "### Claim from a warm pool (%d claims each, pool of 2 ready)\n\n| path | median | min | max |\n|---|---|---|---|\n", nClaims)
+	fmt.Fprintf(md, "### Claim from a warm pool (%d claims each, interleaved, pools of 2 ready)\n\n| path | median | min | max |\n|---|---|---|---|\n", nClaims)
 	row(md, "floor: create SandboxClaim, watch until Ready (raw client-go)", floor)
-	row(md, "sbx: Provider.Claim (create, watch, find pod) + first Exec of `true`", sbxClaim)
-	fmt.Fprintf(md, "\nRatio sbx / floor: **%.2fx**\n\n", ratio(sbxClaim, floor))
+	row(md, "one raw client-go pods/exec of `true` into a warm pod (WebSocket)", raw)
+	row(md, "sbx, helper preinstalled: Provider.Claim alone (create, watch, find the pod)", claimOnly)
+	row(md, "sbx, helper preinstalled (`--helper-image`): Provider.Claim + first Exec of `true`", pre)
+	row(md, "sbx, helper uploaded (no `--helper-image`): Provider.Claim + first Exec of `true`", up)
+	fmt.Fprintf(md, "\nsbx / floor: preinstalled **%.2fx**, uploaded **%.2fx** (goal <= 1.5x); floor + one raw exec (medians added, %s) / floor: **%.2fx**\n\n",
+		ratio(pre, floor), ratio(up, floor), ms(median(floor)+median(raw)), float64(median(floor)+median(raw))/float64(median(floor)))
 }
 
 // benchExec: per-command overhead in one claimed pod.

@@ -57,6 +57,13 @@ var (
 	adminDyn *dynamic.DynamicClient
 	saConfig string // least-privilege kubeconfig path
 	poolName = cluster.PoolName(tenant)
+	// stalePool preinstalls a helper of another build (helperimage_test.go).
+	stalePool = cluster.PoolName("stale")
+	// helperSHA is the SHA-256 of the helper the tests upload, the one the
+	// e2e pool preinstalls.
+	helperSHA string
+	// helperImage holds that helper at cluster.DefaultHelperPath.
+	helperImage string
 	// extVersion is the extensions group's version the tests speak: the one
 	// sbx chooses (v1beta1 where served), found by discovery in setup.
 	extVersion string
@@ -119,7 +126,7 @@ func TestMain(m *testing.M) {
 		err = buildHelper(filepath.Join(helperDir, "sbx-inpod"))
 	}
 	if err == nil {
-		err = setup(kc)
+		err = setup(kc, filepath.Join(helperDir, "sbx-inpod"))
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e setup: %v\n", err)
@@ -136,7 +143,7 @@ func buildHelper(out string) error {
 	return testenv.BuildStatic(out, "github.com/sbx-sh/sbx/cmd/sbx-inpod")
 }
 
-func setup(kc string) error {
+func setup(kc, helper string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var err error
@@ -162,13 +169,34 @@ func setup(kc string) error {
 		return err
 	}
 	os.Chown(dir, 1000, 1000)
+	// The e2e pool preinstalls the helper the tests upload (an init
+	// container copies it from its image); the stale pool one of another
+	// build.
+	helperRef, sha, err := importHelperImage("sbx-inpod", helper, nil)
+	if err != nil {
+		return err
+	}
+	helperSHA, helperImage = sha, helperRef
+	staleRef, _, err := importHelperImage("sbx-inpod-stale", helper, []byte("\nanother build\n"))
+	if err != nil {
+		return err
+	}
 	pool, err := cluster.RenderPool(cluster.PoolOptions{Tenant: tenant, Image: image, Replicas: 2, CacheMount: "/cache",
-		CacheRoot: cacheRoot, Memory: "256Mi", CPU: "1", RuntimeClass: os.Getenv("SBX_E2E_RUNTIME_CLASS"), APIVersion: extVersion})
+		CacheRoot: cacheRoot, Memory: "256Mi", CPU: "1", RuntimeClass: os.Getenv("SBX_E2E_RUNTIME_CLASS"), APIVersion: extVersion,
+		HelperImage: helperRef})
 	if err != nil {
 		return err
 	}
 	if err := apply(ctx, pool); err != nil {
 		return fmt.Errorf("apply rendered pool: %w", err)
+	}
+	stale, err := cluster.RenderPool(cluster.PoolOptions{Tenant: "stale", Image: image, Replicas: 1, Memory: "256Mi", CPU: "1",
+		RuntimeClass: os.Getenv("SBX_E2E_RUNTIME_CLASS"), APIVersion: extVersion, HelperImage: staleRef})
+	if err != nil {
+		return err
+	}
+	if err := apply(ctx, stale); err != nil {
+		return fmt.Errorf("apply the stale-helper pool: %w", err)
 	}
 	// A pool that can never serve: no warm pods, and an image that is not on
 	// the node (no registry here), so a claim's own pod never starts.
