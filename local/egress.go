@@ -6,4 +6,7 @@ import "github.com/sbx-sh/sbx/egress"
 type Egress struct {
 	Allow  []string
 	Inject []egress.Injection
+	// AuditMax bounds audit.jsonl for the proxy's decisions (0:
+	// MaxEgressAudit).
+	AuditMax int64
 }

@@ -39,6 +39,12 @@ const EgressPort = 3128
 // process); one past it is closed at once.
 const MaxEgressConns = 512
 
+// MaxEgressAudit bounds the session's audit.jsonl as far as the proxy's
+// decisions go: each refused request is a line, and a sandbox can send
+// thousands a second. Past it the proxy writes one line saying so and
+// counts the rest (the count goes to its proxy.log when it ends).
+const MaxEgressAudit = 64 << 20
+
 // egressConfig is what the proxy process is told, over a pipe (the CA's key
 // with it: never in a file).
 type egressConfig struct {
@@ -50,6 +56,7 @@ type egressConfig struct {
 	CACert   []byte             `json:"ca_cert,omitempty"`
 	CAKey    []byte             `json:"ca_key,omitempty"`
 	Upstream string             `json:"upstream_roots,omitempty"`
+	AuditMax int64              `json:"audit_max"`
 }
 
 // egressPlan is what Claim adds to a sandbox with allow_net.
@@ -99,9 +106,12 @@ func planEgress(ctx context.Context, eg *Egress, spec sandbox.Spec) (*egressPlan
 	noProxy := "localhost,127.0.0.1,::1"
 	plan := &egressPlan{
 		cfg: egressConfig{Name: spec.Name, Socket: filepath.Join(spec.StateDir, "init.sock"), Audit: filepath.Join(spec.StateDir, "audit.jsonl"),
-			Allow: eg.Allow, Inject: eg.Inject},
+			Allow: eg.Allow, Inject: eg.Inject, AuditMax: eg.AuditMax},
 		env: []string{"HTTPS_PROXY=" + proxy, "https_proxy=" + proxy, "HTTP_PROXY=" + proxy, "http_proxy=" + proxy,
 			"NO_PROXY=" + noProxy, "no_proxy=" + noProxy},
+	}
+	if plan.cfg.AuditMax <= 0 {
+		plan.cfg.AuditMax = MaxEgressAudit
 	}
 	if len(inj.Hosts()) == 0 {
 		return plan, nil
@@ -251,27 +261,9 @@ func runEgress() int {
 			return fail(err)
 		}
 	}
-	var amu sync.Mutex
-	p.Audit = func(d egress.Decision) {
-		line, err := json.Marshal(struct {
-			Time    time.Time       `json:"time"`
-			Session string          `json:"session"`
-			Where   string          `json:"where"`
-			Egress  egress.Decision `json:"egress"`
-		}{d.Time, cfg.Name, "egress", d})
-		if err != nil {
-			return
-		}
-		amu.Lock()
-		defer amu.Unlock()
-		f, err := os.OpenFile(cfg.Audit, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "sbx egress: audit log: %v\n", err)
-			return
-		}
-		f.Write(append(line, '\n'))
-		f.Close()
-	}
+	audit := &auditLog{path: cfg.Audit, session: cfg.Name, max: cfg.AuditMax}
+	p.Audit = audit.write
+	defer audit.close()
 	c, err := net.Dial("unix", cfg.Socket)
 	if err != nil {
 		return fail(fmt.Errorf("connect to the sandbox init: %w", err))
@@ -291,6 +283,7 @@ func runEgress() int {
 	ready.Close()
 	ln := &chanListener{ch: make(chan net.Conn), done: make(chan struct{}), addr: c.LocalAddr()}
 	var active atomic.Int64
+	var over rareLog
 	go p.Serve(ln)
 	for {
 		files, err := ic.readFrame(&r)
@@ -313,7 +306,7 @@ func runEgress() int {
 			if active.Add(1) > MaxEgressConns {
 				active.Add(-1)
 				conn.Close()
-				fmt.Fprintf(os.Stderr, "sbx egress: over %d connections at once; one refused\n", MaxEgressConns)
+				over.note(fmt.Sprintf("over %d connections at once: refused", MaxEgressConns))
 				continue
 			}
 			conn = &countedConn{Conn: conn, n: &active}
@@ -324,6 +317,85 @@ func runEgress() int {
 			}
 		}
 	}
+}
+
+// auditLog appends the proxy's decisions to the session's audit.jsonl
+// until the file is over max bytes; then it writes one line saying so and
+// only counts. (Opened per line: the session writes the same file.)
+type auditLog struct {
+	path, session string
+	max           int64
+
+	mu      sync.Mutex
+	full    bool
+	dropped int64
+	errs    rareLog
+}
+
+func (a *auditLog) write(d egress.Decision) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.full {
+		a.dropped++
+		return
+	}
+	line, err := a.line(d)
+	if err != nil {
+		return
+	}
+	f, err := os.OpenFile(a.path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		a.errs.note(fmt.Sprintf("audit log: %v", err))
+		return
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size()+int64(len(line)) > a.max {
+		a.full, a.dropped = true, 1
+		line, err = a.line(egress.Decision{Time: d.Time, Kind: "audit", Reason: fmt.Sprintf(
+			"audit.jsonl is over %d bytes: later egress decisions are not logged, only counted (in egress/proxy.log when the sandbox ends); the bound is local.MaxEgressAudit", a.max)})
+		if err != nil {
+			return
+		}
+	}
+	f.Write(line)
+}
+
+func (a *auditLog) line(d egress.Decision) ([]byte, error) {
+	line, err := json.Marshal(struct {
+		Time    time.Time       `json:"time"`
+		Session string          `json:"session"`
+		Where   string          `json:"where"`
+		Egress  egress.Decision `json:"egress"`
+	}{d.Time, a.session, "egress", d})
+	return append(line, '\n'), err
+}
+
+func (a *auditLog) close() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.dropped > 0 {
+		fmt.Fprintf(os.Stderr, "sbx egress: %d decisions not logged: audit.jsonl was over %d bytes\n", a.dropped, a.max)
+	}
+}
+
+// rareLog writes a repeated message to stderr at most once a minute, with
+// how many times it happened since: a sandbox can make it happen thousands
+// of times a second, and the log is a file on the host.
+type rareLog struct {
+	mu   sync.Mutex
+	last time.Time
+	n    int
+}
+
+func (l *rareLog) note(msg string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.n++
+	if time.Since(l.last) < time.Minute {
+		return
+	}
+	fmt.Fprintf(os.Stderr, "sbx egress: %s (%d times since the last such line; at most one a minute)\n", msg, l.n)
+	l.last, l.n = time.Now(), 0
 }
 
 // countedConn gives its place back once, when closed.

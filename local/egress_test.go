@@ -156,3 +156,39 @@ func TestEgressConnectionBound(t *testing.T) {
 		}
 	}
 }
+
+// A sandbox that sends refused request after refused request cannot fill the
+// host's disk through the audit log: the proxy stops logging its decisions
+// once audit.jsonl is over the bound, says so there once, and counts the
+// rest.
+func TestEgressAuditBound(t *testing.T) {
+	state := shortTempDir(t)
+	work := filepath.Join(state, "work")
+	os.MkdirAll(work, 0o755)
+	const bound = 64 << 10
+	p := &Provider{Version: "test", Egress: &Egress{Allow: []string{"127.0.0.1:1"}, AuditMax: bound}}
+	sb, err := p.Claim(context.Background(), sandbox.Spec{Name: "auditbound", StateDir: state, Mounts: []sandbox.Mount{{Source: work, Target: "/srv/code"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Release(context.Background())
+	// 3000 refused requests pipelined on one connection (~1 MB of audit
+	// lines unbounded), the last one closing it: when grep ends, the proxy
+	// has answered, and so audited, every one.
+	script := `exec 3<>/dev/tcp/127.0.0.1/3128 || exit 9
+{ for i in $(seq 3000); do printf 'GET http://refused.example/%d HTTP/1.1\r\nHost: refused.example\r\n\r\n' $i; done
+  printf 'GET http://refused.example/last HTTP/1.1\r\nHost: refused.example\r\nConnection: close\r\n\r\n'; } >&3 &
+grep -c '^HTTP/1.1 403' <&3`
+	out, res := run(t, sb, "bash -c '"+strings.ReplaceAll(script, "'", `'\''`)+"'")
+	if strings.TrimSpace(out) != "3001" {
+		t.Fatalf("refused requests answered: exit %d %q, want 3001", res.ExitCode, out)
+	}
+	fi, err := os.Stat(filepath.Join(state, "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := os.ReadFile(filepath.Join(state, "audit.jsonl"))
+	if fi.Size() > bound+4<<10 || !strings.Contains(string(raw), "not logged") {
+		t.Fatalf("audit.jsonl is %d bytes after 3001 refusals (bound %d), marker present: %v", fi.Size(), bound, strings.Contains(string(raw), "not logged"))
+	}
+}
