@@ -28,7 +28,11 @@ func Exec(ctx context.Context, run StreamFunc, helperPath string, cmd *sandbox.C
 	var idb [8]byte
 	rand.Read(idb[:])
 	h := Header{Version: Version, ID: hex.EncodeToString(idb[:]), Argv: cmd.Argv, Env: cmd.Env, Dir: cmd.Dir,
-		TimeoutMS: cmd.Timeout.Milliseconds(), Stdin: cmd.Stdin != nil, Fd3: cmd.Fd3 != nil}
+		TimeoutMS: cmd.Timeout.Milliseconds(), Stdin: cmd.Stdin != nil, Fd3: cmd.Fd3 != nil,
+		Fd4: cmd.Fd4, Fallback: cmd.Fallback}
+	if len(cmd.Fd4) > sandbox.MaxFd4 {
+		return sandbox.Result{}, fmt.Errorf("exec: fd 4 of %d bytes is over its bound of %d", len(cmd.Fd4), sandbox.MaxFd4)
+	}
 	if cmd.Stdout != nil && cmd.Stdout == cmd.Stderr {
 		h.StderrToStdout = true
 	}

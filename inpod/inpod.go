@@ -23,7 +23,7 @@ import (
 )
 
 // Version is checked by the host against the uploaded helper.
-const Version = "sbx-inpod/1"
+const Version = "sbx-inpod/2"
 
 // Header is the first line the host sends.
 type Header struct {
@@ -37,6 +37,10 @@ type Header struct {
 	Fd3            bool            `json:"fd3,omitempty"`
 	StderrToStdout bool            `json:"stderr_to_stdout,omitempty"`
 	Sync           json.RawMessage `json:"sync,omitempty"`
+	// Fd4 and Fallback are sandbox.Cmd's (the shell wrapper's script on
+	// fd 4, and the command for an image without bash).
+	Fd4      []byte   `json:"fd4,omitempty"`
+	Fallback []string `json:"fallback,omitempty"`
 }
 
 // Exit is the last frame.

@@ -115,6 +115,30 @@ func TestExecStreamsAndExitCodes(t *testing.T) {
 	})
 }
 
+// TestFd4AndFallbackCarried: the helper gives the command sandbox.Cmd's
+// fd 4 and runs its Fallback where Argv[0] is missing (the shell wrapper's
+// script for bash, and the sh wrapper for an image without bash).
+func TestFd4AndFallbackCarried(t *testing.T) {
+	transports(t, func(t *testing.T, run StreamFunc) {
+		var out bytes.Buffer
+		res, err := Exec(context.Background(), run, "helper", &sandbox.Cmd{
+			Argv: []string{"/no/such/bash", "-c", "echo primary"}, Fallback: []string{"sh", "-c", "cat <&4; echo; exit 8"},
+			Env: env, Stdout: &out, Fd4: []byte("script\x00bytes"),
+		})
+		if err != nil || res.ExitCode != 8 || out.String() != "script\x00bytes\n" {
+			t.Fatalf("fallback with fd 4: res %+v err %v stdout %q", res, err, out.String())
+		}
+		out.Reset()
+		res, err = Exec(context.Background(), run, "helper", &sandbox.Cmd{
+			Argv: []string{"/bin/sh", "-c", "cat <&4"}, Fallback: []string{"sh", "-c", "echo fallback"},
+			Env: env, Stdout: &out, Fd4: []byte("four"),
+		})
+		if err != nil || res.ExitCode != 0 || out.String() != "four" {
+			t.Fatalf("primary with fd 4: res %+v err %v stdout %q", res, err, out.String())
+		}
+	})
+}
+
 func TestTimeoutKillsTheTree(t *testing.T) {
 	transports(t, func(t *testing.T, run StreamFunc) {
 		marker := "sbx-inpod-test-" + time.Now().Format("150405.000000")

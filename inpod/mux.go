@@ -37,7 +37,7 @@ import (
 // command still running: a dead session leaves nothing behind in the pod.
 
 // The mux's first line of output proves which helper answers: its
-// protocol version and the SHA-256 of its own executable ("sbx-inpod/1 mux
+// protocol version and the SHA-256 of its own executable ("sbx-inpod/2 mux
 // HASH"), so that a pod keeps a helper only when it is the very build the
 // host would upload (a persistent pod outlives sbx upgrades).
 func greeting() string { return Version + " mux " + SelfHash() + "\n" }

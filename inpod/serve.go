@@ -84,6 +84,7 @@ func Serve(in io.Reader, out io.Writer) int {
 		// The push and then the command's stdin come on in.
 		Sync: h.Sync, SyncStateDir: filepath.Join(sandbox.RunDir, "sync"), Push: exactReader{br},
 		Pull: stream{fw, framePull},
+		Fd4:  h.Fd4, Fallback: h.Fallback,
 	}
 	if h.Stdin {
 		rc.Stdin = br

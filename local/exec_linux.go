@@ -143,13 +143,13 @@ func (b *box) Exec(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, error
 			}
 		}
 	}
-	if cmd.Fd3 != nil {
-		// Never a file passed through: the host reads the report itself and
-		// keeps at most sandbox.MaxFd3+1 bytes of it.
-		if err := output("fd3", sandbox.Fd3Writer(cmd.Fd3)); err != nil {
-			return sandbox.Result{}, err
-		}
+	// The fd 3 report comes back in the final reply (the worker collects it
+	// in the sandbox); the host keeps at most sandbox.MaxFd3+1 bytes of it.
+	req.Fd3 = cmd.Fd3 != nil
+	if len(cmd.Fd4) > sandbox.MaxFd4 {
+		return sandbox.Result{}, fmt.Errorf("exec: fd 4 of %d bytes is over its bound of %d", len(cmd.Fd4), sandbox.MaxFd4)
 	}
+	req.Fd4, req.Fallback = cmd.Fd4, cmd.Fallback
 	if cmd.Sync != nil {
 		req.Sync = cmd.Sync.Request
 		pr, pw, err := pipe()
@@ -197,6 +197,9 @@ func (b *box) Exec(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, error
 		}
 	}
 	copiers.Wait()
+	if cmd.Fd3 != nil && len(r.Fd3) > 0 {
+		sandbox.Fd3Writer(cmd.Fd3).Write(r.Fd3)
+	}
 	res := sandbox.Result{ExitCode: r.ExitCode, TimedOut: r.TimedOut, Signal: r.Signal, Duration: time.Since(start), SyncReply: r.Sync}
 	if r.Error != "" && r.Pid == 0 && !r.TimedOut {
 		if r.ExitCode == 126 || r.ExitCode == 127 {

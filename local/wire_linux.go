@@ -50,6 +50,14 @@ type request struct {
 	// Sync is the sync helper's request; the push and pull streams come as
 	// the descriptors "push" and "pull".
 	Sync json.RawMessage `json:"sync,omitempty"`
+	// Fd3 asks for what the command writes to its fd 3, collected in the
+	// sandbox (at most sandbox.MaxFd3+1 bytes) and sent back in the final
+	// reply: no pipe of the host's, no copier on either side of the wire.
+	Fd3 bool `json:"fd3,omitempty"`
+	// Fd4 is what the command reads on its fd 4 (sandbox.Cmd.Fd4).
+	Fd4 []byte `json:"fd4,omitempty"`
+	// Fallback is sandbox.Cmd.Fallback.
+	Fallback []string `json:"fallback,omitempty"`
 	// Port is the sandbox loopback port of a "dial" (port_linux.go).
 	Port int `json:"port,omitempty"`
 }
@@ -71,6 +79,8 @@ type reply struct {
 	Version string `json:"version,omitempty"`
 	// Sync is the sync helper's reply.
 	Sync json.RawMessage `json:"sync,omitempty"`
+	// Fd3 is what the command wrote to its fd 3, when the exec asked for it.
+	Fd3 []byte `json:"fd3,omitempty"`
 }
 
 // conn wraps a unix socket with framing and descriptor passing.

@@ -3,6 +3,7 @@
 package local
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -46,6 +47,11 @@ type workerExec struct {
 	// Sync is a sync helper request: apply the "push" stream before the
 	// command, write the "pull" stream after it.
 	Sync json.RawMessage `json:"sync,omitempty"`
+	// Fd3 collects the command's fd 3 for the reply; Fd4 and Fallback are
+	// the request's.
+	Fd3      bool     `json:"fd3,omitempty"`
+	Fd4      []byte   `json:"fd4,omitempty"`
+	Fallback []string `json:"fallback,omitempty"`
 }
 
 const fdWorker = 3
@@ -150,7 +156,11 @@ func runOne(c *conn, req *workerExec, files []*os.File) reply {
 			stdio[name] = files[i]
 		}
 	}
-	rc := &runner.Cmd{Argv: req.Argv, Dir: req.Dir, Env: req.Env, Sync: req.Sync, PushEnds: true}
+	rc := &runner.Cmd{Argv: req.Argv, Dir: req.Dir, Env: req.Env, Sync: req.Sync, PushEnds: true, Fd4: req.Fd4, Fallback: req.Fallback}
+	var fd3 bytes.Buffer // the runner hands on at most sandbox.MaxFd3+1 bytes
+	if req.Fd3 {
+		rc.Fd3 = &fd3
+	}
 	// A missing stream is /dev/null.
 	if f, ok := stdio["stdin"]; ok {
 		rc.Stdin = f
@@ -163,9 +173,6 @@ func runOne(c *conn, req *workerExec, files []*os.File) reply {
 	}
 	if req.StderrToStdout {
 		rc.Stderr = rc.Stdout
-	}
-	if f, ok := stdio["fd3"]; ok {
-		rc.Fd3 = f // the host bounds what it reads of it
 	}
 	if f, ok := stdio["push"]; ok {
 		rc.Push = f
@@ -186,7 +193,11 @@ func runOne(c *conn, req *workerExec, files []*os.File) reply {
 		rc.Stdin, rc.Stdout, rc.Stderr = iso.slave, iso.slave, iso.slave
 	}
 	res := runner.Run(rc, iso)
-	return reply{Done: true, ExitCode: res.ExitCode, Signal: res.Signal, Error: res.Error, Sync: res.SyncReply}
+	r := reply{Done: true, ExitCode: res.ExitCode, Signal: res.Signal, Error: res.Error, Sync: res.SyncReply}
+	if fd3.Len() > 0 {
+		r.Fd3 = fd3.Bytes()
+	}
+	return r
 }
 
 // workerIsolation is the worker's part of a command: a session of its own

@@ -102,6 +102,18 @@ type Cmd struct {
 	// backend hands it at most MaxFd3+1 bytes (one past the bound, so that
 	// an overlong report can be told apart) and discards the rest.
 	Fd3 io.Writer
+	// Fd4, when not empty, is what the command reads on file descriptor 4: a pipe
+	// the backend fills with these bytes, in the sandbox, before the command
+	// starts, and then closes the writing end of. At most MaxFd4 bytes (a
+	// backend refuses more). The engine hands the shell wrapper's script to
+	// bash this way (BASH_ENV=/dev/fd/4), so that bash starts directly,
+	// without a shell before it.
+	Fd4 []byte
+	// Fallback, when set, runs instead of Argv where Argv[0], an absolute
+	// path, is not an executable file in the sandbox (an image without
+	// bash). Its Argv[0] is looked up as Argv[0] is. Fd3, Fd4 and Env are
+	// the same for it.
+	Fallback []string
 	// Timeout kills the command and everything it started once it has run for
 	// this long; the result then has TimedOut set and ExitCode 124. Zero means
 	// no timeout.
@@ -125,6 +137,11 @@ const DefaultPath = "/usr/local/bin:/usr/bin:/bin"
 // byte of it, so the host keeps no more than this (plus one byte, to see
 // that there was more): `head -c 1G /dev/zero >&3` costs the host no memory.
 const MaxFd3 = 4096 + 1
+
+// MaxFd4 bounds Cmd.Fd4: it fits a pipe's buffer whatever the kernel's
+// per-user pipe limits leave (one page), so the backend writes it in full
+// before the command starts and nothing waits on the command to read it.
+const MaxFd4 = 4096
 
 // Fd3Writer passes the first MaxFd3+1 bytes written to it on to w and
 // discards the rest. It drains rather than failing: a closed fd 3 would

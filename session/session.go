@@ -651,8 +651,47 @@ func (s *Session) command(r Run, trackCwd bool) (*sandbox.Cmd, *cwdReport, strin
 		cmd.Fd3 = cwd
 	}
 	cmd.Argv = []string{"/bin/sh", "-c", shellWrapper, "sbx", r.Command, dir, fallback, shell, track}
+	if !trackCwd || r.TTY != nil || !filepath.IsAbs(shell) || filepath.Base(shell) != "bash" {
+		return cmd, cwd, dir
+	}
+	if script := bashEnvScript(dir, fallback); script != nil {
+		// The common case, an agent's bash call: bash starts directly,
+		// with the wrapper's part that must run in it (cd, the EXIT trap)
+		// read from fd 4 through BASH_ENV. Where the image has no bash the
+		// sh wrapper runs instead, as for every other shell.
+		cmd.Argv = []string{shell, "-c", r.Command, "bash"}
+		cmd.Env = append(cmd.Env, "BASH_ENV=/dev/fd/4")
+		cmd.Fd4 = script
+		cmd.Fallback = []string{"/bin/sh", "-c", "unset BASH_ENV\n" + shellWrapper, "sbx", r.Command, dir, fallback, shell, track}
+	}
 	return cmd, cwd, dir
 }
+
+// bashEnvScript is what bash reads from BASH_ENV (fd 4) before a tracked
+// command, as shellWrapper's sh stage and heredoc did: it unsets BASH_ENV
+// and closes fd 4 first, so that no child shell reads it and the command
+// sees neither; it starts in dir, or in fallback when dir is gone (and says
+// so); and its EXIT trap reports where the shell ended on fd 3. The
+// directories are single-quoted (any byte but NUL is safe there). nil when
+// they cannot be carried this way (a NUL, or a script over sandbox.MaxFd4):
+// the sh wrapper then runs the command.
+func bashEnvScript(dir, fallback string) []byte {
+	if strings.ContainsRune(dir, 0) || strings.ContainsRune(fallback, 0) {
+		return nil
+	}
+	d, f := shQuote(dir), shQuote(fallback)
+	script := "unset BASH_ENV; exec 4<&-\n" +
+		"cd -- " + d + " 2>/dev/null || { printf 'sbx: %s no longer exists; running in %s\\n' " + d + " " + f + " >&2; cd -- " + f + " || exit 1; }\n" +
+		"trap 'pwd -P 2>/dev/null >&3' EXIT\n"
+	if len(script) > sandbox.MaxFd4 {
+		return nil
+	}
+	return []byte(script)
+}
+
+// shQuote quotes s for a POSIX shell: in single quotes, each quote of s
+// closing them, escaped, and opening them again.
+func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // shellWrapper runs a command ($1) as `bash -c "$1"` (or `sh -c`) would, so
 // the command's errors read as the shell's own ("bash: line 1: ..."), with
@@ -666,17 +705,20 @@ func (s *Session) command(r Run, trackCwd bool) (*sandbox.Cmd, *cwdReport, strin
 // before the command and then closed and unset, so nothing of it shows in
 // the command's text, errors or environment; another shell, which has no
 // BASH_ENV, gets it on the command's first line, which keeps the line
-// numbers.
+// numbers. A tracked bash command without a terminal (the bash tool's)
+// skips this sh stage: bash starts directly with bashEnvScript, and this
+// wrapper is its fallback where the image has no bash (the runner runs
+// sandbox.Cmd.Fallback then).
 const shellWrapper = `cd -- "$2" 2>/dev/null || { printf 'sbx: %s no longer exists; running in %s\n' "$2" "$3" >&2; cd -- "$3" || exit 1; }
 [ -x "$4" ] || set -- "$1" "$2" "$3" sh "$5"
 [ "$5" = track ] || exec "$4" -c "$1" "${4##*/}"
 if [ "${4##*/}" = bash ]; then
 	exec 4<<'SBX'
-trap 'pwd -P >&3 2>/dev/null' EXIT; unset BASH_ENV; exec 4<&-
+trap 'pwd -P 2>/dev/null >&3' EXIT; unset BASH_ENV; exec 4<&-
 SBX
 	BASH_ENV=/dev/fd/4 exec "$4" -c "$1" bash
 fi
-exec "$4" -c "trap 'pwd -P >&3 2>/dev/null' EXIT; $1" "${4##*/}"
+exec "$4" -c "trap 'pwd -P 2>/dev/null >&3' EXIT; $1" "${4##*/}"
 `
 
 // dropSandbox forgets a sandbox that is gone; the next command claims a new

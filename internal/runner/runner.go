@@ -61,6 +61,13 @@ type Cmd struct {
 	// command as it is (the host bounds what it reads of it); any other
 	// writer gets at most sandbox.MaxFd3+1 bytes, the rest is drained.
 	Fd3 io.Writer
+	// Fd4, when not empty, is what the command reads on its fd 4: a pipe holding
+	// these bytes (at most sandbox.MaxFd4), its writing end closed before
+	// the command starts.
+	Fd4 []byte
+	// Fallback runs instead of Argv where Argv[0] is an absolute path that
+	// is not an executable file (sandbox.Cmd.Fallback).
+	Fallback []string
 	// Timeout, when positive, kills the command's tree once it has run this
 	// long; the result then has TimedOut and sandbox.TimeoutExitCode.
 	Timeout time.Duration
@@ -120,7 +127,14 @@ func Run(c *Cmd, iso Isolation) Result {
 	if len(c.Argv) == 0 {
 		return notRun(CannotRun, "empty argv")
 	}
-	path, err := LookPath(c.Argv[0], c.Env)
+	if len(c.Fd4) > sandbox.MaxFd4 {
+		return notRun(CannotRun, "fd 4 of %d bytes is over its bound of %d", len(c.Fd4), sandbox.MaxFd4)
+	}
+	argv := c.Argv
+	if len(c.Fallback) > 0 && strings.HasPrefix(argv[0], "/") && !executable(argv[0]) {
+		argv = c.Fallback
+	}
+	path, err := LookPath(argv[0], c.Env)
 	if err != nil {
 		return notRun(NotFound, "%v", err)
 	}
@@ -132,7 +146,7 @@ func Run(c *Cmd, iso Isolation) Result {
 		}
 	}
 	cmd := &exec.Cmd{
-		Path: path, Args: c.Argv, Dir: c.Dir,
+		Path: path, Args: argv, Dir: c.Dir,
 		// Exactly the request's environment: a nil Env would hand the
 		// command the runner's own.
 		Env:         append(make([]string, 0, len(c.Env)), c.Env...),
@@ -141,7 +155,7 @@ func Run(c *Cmd, iso Isolation) Result {
 		Stderr:      c.Stderr,
 		SysProcAttr: iso.SysProcAttr(),
 	}
-	var fd3r, fd3w *os.File
+	var fd3r, fd3w, fd4 *os.File
 	switch f := c.Fd3.(type) {
 	case nil:
 	case *os.File:
@@ -152,6 +166,19 @@ func Run(c *Cmd, iso Isolation) Result {
 		}
 		defer fd3r.Close()
 		cmd.ExtraFiles = []*os.File{fd3w}
+	}
+	if len(c.Fd4) > 0 {
+		if fd4, err = fd4Pipe(c.Fd4); err != nil {
+			if fd3w != nil {
+				fd3w.Close()
+			}
+			return notRun(CannotRun, "fd 4: %v", err)
+		}
+		defer fd4.Close()
+		if len(cmd.ExtraFiles) == 0 {
+			cmd.ExtraFiles = []*os.File{nil} // fd 3 closed
+		}
+		cmd.ExtraFiles = append(cmd.ExtraFiles, fd4)
 	}
 	err = cmd.Start()
 	if fd3w != nil {
@@ -231,6 +258,30 @@ func Run(c *Cmd, iso Isolation) Result {
 		r.SyncReply, _ = json.Marshal(hr)
 	}
 	return r
+}
+
+// executable reports whether path is a regular file with an execute bit,
+// as LookPath asks of what it finds.
+func executable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
+}
+
+// fd4Pipe returns the reading end of a pipe holding b, its writing end
+// closed. b fits the pipe's buffer (sandbox.MaxFd4), so the write does not
+// wait for a reader.
+func fd4Pipe(b []byte) (*os.File, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	_, err = w.Write(b)
+	w.Close()
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
 }
 
 func applySync(c *Cmd) (*sbxsync.Helper, error) {

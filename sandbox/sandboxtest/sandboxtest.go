@@ -88,6 +88,9 @@ func Run(t *testing.T, b Backend) {
 	t.Run("Dir", func(t *testing.T) { testDir(t, sb(t)) })
 	t.Run("Fd3", func(t *testing.T) { testFd3(t, sb(t)) })
 	t.Run("Fd3Bound", func(t *testing.T) { testFd3Bound(t, sb(t)) })
+	t.Run("Fd4", func(t *testing.T) { testFd4(t, sb(t)) })
+	t.Run("Fd4Bound", func(t *testing.T) { testFd4Bound(t, sb(t)) })
+	t.Run("Fallback", func(t *testing.T) { testFallback(t, sb(t)) })
 	t.Run("TimeoutKillsTree", func(t *testing.T) { testTimeout(t, sb(t)) })
 	t.Run("CancelKillsTree", func(t *testing.T) { testCancel(t, sb(t)) })
 	t.Run("EmptyArgv", func(t *testing.T) { testEmptyArgv(t, sb(t)) })
@@ -336,6 +339,49 @@ func testFd3Bound(t *testing.T, sb sandbox.Sandbox) {
 	}
 	if n := len(fd3.String()); n != sandbox.MaxFd3+1 {
 		t.Errorf("3 MB to fd 3: the backend handed on %d bytes, want MaxFd3+1 = %d", n, sandbox.MaxFd3+1)
+	}
+}
+
+func testFd4(t *testing.T, sb sandbox.Sandbox) {
+	in := "binary \x00\xff bytes\n" + strings.Repeat("x", sandbox.MaxFd4-64)
+	r := exec(t, context.Background(), sb, &sandbox.Cmd{Argv: sh("cat <&4; exec 4<&-; cat /proc/self/fd/4 2>/dev/null || echo closed >&2"), Fd4: []byte(in)})
+	if r.err != nil || r.res.ExitCode != 0 || r.out != in || r.errout != "closed\n" {
+		t.Errorf("fd 4: the command read %d bytes (want the %d given, exactly), then it was closed for it and its children:\n%s", len(r.out), len(in), r)
+	}
+	// A command that reads none of it ends as any other.
+	r = exec(t, context.Background(), sb, &sandbox.Cmd{Argv: sh("exit 6"), Fd4: []byte(in)})
+	if r.err != nil || r.res.ExitCode != 6 {
+		t.Errorf("fd 4 left unread:\n%s", r)
+	}
+	// fd 3 is its own when fd 4 alone is given.
+	r = exec(t, context.Background(), sb, &sandbox.Cmd{Argv: sh("[ -e /proc/self/fd/3 ] && echo open || echo closed; wc -c <&4"), Fd4: []byte("1234")})
+	if r.err != nil || r.res.ExitCode != 0 || strings.Join(strings.Fields(r.out), " ") != "closed 4" {
+		t.Errorf("fd 4 without fd 3: want fd 3 closed and fd 4's 4 bytes:\n%s", r)
+	}
+}
+
+func testFd4Bound(t *testing.T, sb sandbox.Sandbox) {
+	var out Buffer
+	res, err := execRaw(t, sb, &sandbox.Cmd{Argv: sh("echo ran"), Env: []string{PATH}, Stdout: &out, Fd4: make([]byte, sandbox.MaxFd4+1)})
+	if err == nil || out.String() != "" {
+		t.Errorf("fd 4 of MaxFd4+1 bytes: want the command refused, not run; got exit %d, err %v, stdout %q", res.ExitCode, err, out.String())
+	}
+}
+
+func testFallback(t *testing.T, sb sandbox.Sandbox) {
+	var fd3 Buffer
+	r := exec(t, context.Background(), sb, &sandbox.Cmd{Argv: []string{"/no/such/bash", "-c", "echo primary"},
+		Fallback: sh("echo fallback; cat <&4 >&3; exit 9"), Fd4: []byte("four"), Fd3: &fd3})
+	if r.err != nil || r.res.ExitCode != 9 || r.out != "fallback\n" || fd3.String() != "four" {
+		t.Errorf("Argv[0] missing: want the fallback run, with fd 3 and fd 4; fd 3 got %q:\n%s", fd3.String(), r)
+	}
+	r = exec(t, context.Background(), sb, &sandbox.Cmd{Argv: sh("echo primary"), Fallback: sh("echo fallback")})
+	if r.err != nil || r.res.ExitCode != 0 || r.out != "primary\n" {
+		t.Errorf("Argv[0] present: want Argv run, not the fallback:\n%s", r)
+	}
+	r = exec(t, context.Background(), sb, &sandbox.Cmd{Argv: []string{"/dev/null"}, Fallback: sh("echo fallback")})
+	if r.err != nil || r.out != "fallback\n" {
+		t.Errorf("Argv[0] not an executable file: want the fallback run:\n%s", r)
 	}
 }
 

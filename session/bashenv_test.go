@@ -1,0 +1,169 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// run is sh with a shell of the caller's choosing: "/bin/bash" is the bash
+// tool's path (bash started directly, the wrapper's script on fd 4), any
+// other the sh wrapper's.
+func run(t *testing.T, s *Session, shell, command string) (string, Outcome) {
+	t.Helper()
+	var out bytes.Buffer
+	o, err := s.Exec(context.Background(), Run{Command: command, Shell: shell, Stdout: &out, Stderr: &out, Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatalf("exec %q with %s: %v", command, shell, err)
+	}
+	return out.String(), o
+}
+
+// TestBashStartsWithoutAWrapperShell: the bash tool's command is bash
+// itself, with nothing of the wrapper visible to the command: BASH_ENV is
+// unset for it and for the shells it starts, fd 4 is closed, $0 is bash,
+// and its errors read as `bash -c`'s own.
+func TestBashStartsWithoutAWrapperShell(t *testing.T) {
+	f := newFixture(t)
+	s := f.open(t, "bashenv", false)
+	s.mu.Lock()
+	cmd, _, _ := s.command(Run{Command: "true", Shell: "/bin/bash"}, true)
+	s.mu.Unlock()
+	if cmd.Argv[0] != "/bin/bash" || len(cmd.Fd4) == 0 || len(cmd.Fallback) == 0 {
+		t.Fatalf("the bash tool's command is %q (fd 4 %d bytes, fallback %q): want bash itself, its script on fd 4 and the sh wrapper as fallback", cmd.Argv, len(cmd.Fd4), cmd.Fallback)
+	}
+	for _, tc := range []struct{ name, command, want string }{
+		{"BASH_ENV unset in the command", `echo "[${BASH_ENV-unset}]"`, "[unset]\n"},
+		{"BASH_ENV unset in a child bash", `bash -c 'echo "[${BASH_ENV-unset}]"'`, "[unset]\n"},
+		{"BASH_ENV not in the environment", `env | grep -c '^BASH_ENV=' || true`, "0\n"},
+		{"fd 4 closed", `[ -e /proc/self/fd/4 ] && echo open || echo closed`, "closed\n"},
+		{"fd 4 closed in a child", `ls /proc/self/fd/4 2>/dev/null || echo closed`, "closed\n"},
+		{"$0 is bash", `echo "$0"`, "bash\n"},
+		{"one line", `echo $LINENO`, "1\n"},
+		{"the command's own line numbers", "echo a\necho $LINENO", "a\n2\n"},
+		{"the error is bash's", "true\nnonexistent_cmd_xyz", "bash: line 2: nonexistent_cmd_xyz: command not found\n"},
+		{"starts in the code dir", `pwd`, f.code + "\n"},
+	} {
+		out, o := run(t, s, "/bin/bash", tc.command)
+		if out != tc.want {
+			t.Errorf("%s: %q printed %q (exit %d), want %q", tc.name, tc.command, out, o.ExitCode, tc.want)
+		}
+	}
+	// And what bash -c prints on the host, for the error (the sandbox's
+	// bash is the host's).
+	want, _ := exec.Command("/bin/bash", "-c", "true\nnonexistent_cmd_xyz", "bash").CombinedOutput()
+	if out, _ := run(t, s, "/bin/bash", "true\nnonexistent_cmd_xyz"); out != string(want) {
+		t.Errorf("the error is %q, bash -c prints %q", out, want)
+	}
+}
+
+// TestCwdReportAttacks: the command owns its shell, its trap and its fd 3.
+// Whatever it does to them, its exit code stands, nothing of the wrapper
+// shows in its output, and the next command starts where the last report
+// that could be taken said (or, refused, where the previous one started),
+// for both wrappers.
+func TestCwdReportAttacks(t *testing.T) {
+	for _, shell := range []string{"/bin/bash", "/bin/sh"} {
+		t.Run(filepath.Base(shell), func(t *testing.T) {
+			f := newFixture(t)
+			s := f.open(t, "cwdattack", false)
+			sub := filepath.Join(f.code, "sub")
+			for _, tc := range []struct {
+				name, command string
+				exit          int
+				out           string
+				next          string // where the next command starts
+				noted         bool   // the report was refused, with a notice
+			}{
+				{"a plain cd", "cd sub", 0, "", sub, false},
+				{"back", "cd ..", 0, "", f.code, false},
+				{"the trap unset", "cd sub; trap - EXIT; exit 3", 3, "", f.code, false},
+				{"the trap replaced", "trap 'echo bye' EXIT; cd sub", 0, "bye\n", f.code, false},
+				{"fd 3 closed", "cd sub; exec 3>&-; exit 4", 4, "", f.code, false},
+				{"garbage on fd 3", "echo junk >&3; cd sub", 0, "", f.code, true},
+				{"a relative path on fd 3", "printf sub >&3; exec 3>&-", 0, "", f.code, true},
+				{"a megabyte on fd 3", "head -c 1000000 /dev/zero >&3; cd sub; exit 5", 5, "", f.code, true},
+				{"fd 3 pointed elsewhere", "exec 3>/dev/null; cd sub", 0, "", f.code, false},
+			} {
+				out, o := run(t, s, shell, tc.command)
+				notes := s.Notices()
+				if o.ExitCode != tc.exit || out != tc.out {
+					t.Errorf("%s: %q: exit %d, output %q; want exit %d, output %q", tc.name, tc.command, o.ExitCode, out, tc.exit, tc.out)
+				}
+				if noted := slices.ContainsFunc(notes, func(n string) bool { return strings.Contains(n, "was ignored") }); noted != tc.noted {
+					t.Errorf("%s: notices %q, want a refused report: %v", tc.name, notes, tc.noted)
+				}
+				if got, _ := run(t, s, shell, "pwd"); got != tc.next+"\n" {
+					t.Errorf("%s: the next command started in %q, want %q", tc.name, got, tc.next)
+				}
+			}
+		})
+	}
+}
+
+// TestCwdWithShellCharacters: the directory a command ended in is the
+// sandbox's choice, and bash's script names it: a quote, a $( ) or a
+// newline-free mess in its name is a name, never code.
+func TestCwdWithShellCharacters(t *testing.T) {
+	f := newFixture(t)
+	s := f.open(t, "cwdquote", false)
+	name := `it's $(touch pwned) "x" ` + "`touch pwned2`" + ` \'; touch pwned3; '`
+	write(t, filepath.Join(f.code, "name.txt"), name, 0o644)
+	if out, o := run(t, s, "/bin/bash", `d=$(cat name.txt); rm name.txt; mkdir -p -- "$d" && cd -- "$d"`); o.ExitCode != 0 {
+		t.Fatalf("mkdir and cd: exit %d, %q", o.ExitCode, out)
+	}
+	out, o := run(t, s, "/bin/bash", "pwd; ls -A")
+	if want := filepath.Join(f.code, name) + "\n"; o.ExitCode != 0 || out != want {
+		t.Fatalf("the next command printed %q (exit %d), want %q and nothing in the directory", out, o.ExitCode, want)
+	}
+	for _, p := range []string{"pwned", "pwned2", "pwned3"} {
+		if _, err := os.Lstat(filepath.Join(f.code, name, p)); err == nil {
+			t.Errorf("the directory's name ran as code: %s exists", p)
+		}
+	}
+}
+
+// TestDeletedCwdFallsBackWithBash is TestDeletedCwdFallsBackToTheCodeDir
+// on the bash tool's path.
+func TestDeletedCwdFallsBackWithBash(t *testing.T) {
+	f := newFixture(t)
+	s := f.open(t, "cwdgonebash", false)
+	run(t, s, "/bin/bash", "mkdir -p gone && cd gone")
+	run(t, s, "/bin/bash", "rmdir ../gone; true")
+	out, o := run(t, s, "/bin/bash", "pwd")
+	want := "sbx: " + filepath.Join(f.code, "gone") + " no longer exists; running in " + f.code + "\n" + f.code + "\n"
+	if o.ExitCode != 0 || out != want {
+		t.Fatalf("exit %d:\n%q\nwant\n%q", o.ExitCode, out, want)
+	}
+}
+
+// TestLongCwdWithBash: a working directory too long for bash's script on
+// fd 4 (two copies of it and the code dir, past sandbox.MaxFd4) is
+// carried by the sh wrapper instead.
+func TestLongCwdWithBash(t *testing.T) {
+	f := newFixture(t)
+	s := f.open(t, "cwdlong", false)
+	el := strings.Repeat("x", 200)
+	long := f.code + strings.Repeat("/"+el, 12)
+	if out, o := run(t, s, "/bin/bash", `p=.; for i in $(seq 12); do p=$p/`+el+`; done; mkdir -p "$p" && cd "$p"`); o.ExitCode != 0 {
+		t.Fatalf("mkdir and cd: exit %d, %q", o.ExitCode, out)
+	}
+	s.mu.Lock()
+	cmd, _, _ := s.command(Run{Command: "pwd", Shell: "/bin/bash"}, true)
+	s.mu.Unlock()
+	if len(cmd.Fd4) != 0 || cmd.Argv[0] != "/bin/sh" {
+		t.Fatalf("a cwd of %d bytes went to bash's script (%d bytes on fd 4)", len(long), len(cmd.Fd4))
+	}
+	if out, o := run(t, s, "/bin/bash", "pwd; cd .."); o.ExitCode != 0 || out != long+"\n" {
+		t.Fatalf("exit %d, %q; want %q", o.ExitCode, out, long)
+	}
+	if out, _ := run(t, s, "/bin/bash", "pwd"); out != filepath.Dir(long)+"\n" {
+		t.Fatalf("after cd ..: %q", out)
+	}
+}
