@@ -428,13 +428,19 @@ func (p *Proxy) terminate(host string, port int, client net.Conn, up net.Conn) {
 		return
 	}
 	tc := tls.Server(client, &tls.Config{Certificates: []tls.Certificate{*leaf}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}})
+	client.SetDeadline(time.Now().Add(ReadHeaderTimeout))
 	if err := tc.Handshake(); err != nil {
 		return
 	}
+	client.SetDeadline(time.Time{})
+	// The server's handshake is its first answer: bounded like one. If it
+	// fails, the sandbox's first request gets the reason.
 	uc := tls.Client(up, &tls.Config{ServerName: name, RootCAs: p.UpstreamRoots, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}})
-	if err := uc.Handshake(); err != nil {
-		p.audit(Decision{Kind: "inject", Host: host, Port: port, Reason: "upstream TLS: " + err.Error()})
-		return
+	up.SetDeadline(time.Now().Add(p.responseHeaderTimeout()))
+	upErr := uc.Handshake()
+	up.SetDeadline(time.Time{})
+	if upErr != nil {
+		p.audit(Decision{Kind: "inject", Host: host, Port: port, Reason: "upstream TLS: " + upErr.Error()})
 	}
 	// Each request's header is read against MaxHeaderBytes, as the
 	// server outside the tunnel does; its body is then unbounded (streamed).
@@ -470,6 +476,10 @@ func (p *Proxy) terminate(host string, port int, client net.Conn, up net.Conn) {
 		// would see the sandbox's value too).
 		removeHop(req.Header)
 		req.Trailer = nil
+		if upErr != nil {
+			p.failTunnel(tc, host, port, http.StatusBadGateway, fmt.Sprintf("TLS with %s failed (within %s, verified against the host's own roots): %v", name, p.responseHeaderTimeout(), upErr))
+			return
+		}
 		if strings.EqualFold(req.Method, "TRACE") || strings.EqualFold(req.Method, "TRACK") {
 			p.failTunnel(tc, host, port, http.StatusMethodNotAllowed, fmt.Sprintf("%s is refused inside a tunnel that adds a header: the server would echo the request back, the added header with it", req.Method))
 			return

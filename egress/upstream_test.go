@@ -159,3 +159,49 @@ func TestInjectTunnelResponseHeaderTimeout(t *testing.T) {
 		t.Fatalf("an upstream that never answers: %d %q", resp.StatusCode, body)
 	}
 }
+
+// TestInjectTunnelUpstreamTLSFailure: when the proxy's TLS with the inject
+// host fails (a server that never answers the handshake, or one whose
+// certificate the host's roots do not verify), the sandbox's first request
+// is answered with a 502 that says so, within the response header timeout,
+// instead of a tunnel that hangs or ends without a word.
+func TestInjectTunnelUpstreamTLSFailure(t *testing.T) {
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	hold := make(chan struct{})
+	defer close(hold)
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			go func() { <-hold; c.Close() }()
+		}
+	}()
+	_, sport, _ := net.SplitHostPort(silent.Addr().String())
+	// A real TLS server whose roots the proxy is not given.
+	untrusted, _ := localhostTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	for _, tc := range []struct {
+		name, port, want string
+	}{
+		{"silent", sport, "timeout"},
+		{"untrusted certificate", portOf(t, untrusted.URL), "certificate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, _ := injectTunnelAt(t, tc.port, x509.NewCertPool(), &Proxy{ResponseHeaderTimeout: 300 * time.Millisecond}, 20*time.Second)
+			io.WriteString(conn, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatalf("no answer: %v; want a 502 saying the TLS with the server failed", err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), "TLS") || !strings.Contains(string(body), tc.want) {
+				t.Fatalf("%d %q", resp.StatusCode, body)
+			}
+		})
+	}
+}
