@@ -469,6 +469,11 @@ func (b *box) cleanup() {
 	os.RemoveAll(egressDir(b.dir))
 }
 
+// WorkspacesOnHost says that the sandbox's workspaces are the host
+// directories of its Spec.Mounts, bound in: the session may fill them
+// before the first command (session/place.go, sync.Round.Place).
+func (b *box) WorkspacesOnHost() bool { return true }
+
 // Release shuts the init down, which kills everything in the sandbox.
 func (b *box) Release(ctx context.Context) error {
 	b.released.Do(func() {

@@ -122,6 +122,7 @@ type Session struct {
 	run    sync.Mutex
 	mu     sync.Mutex
 	info   Info            // mu; saved to info.json under the lock file
+	saved  Info            // mu: what info.json holds but for LastUsed (saveInfo)
 	sync   *sbxsync.Host   // run: the pointer is set by Open, its methods called with run held
 	sb     sandbox.Sandbox // mu: read under it, then used without it (a job's Exec runs beside commands, Release beside both)
 	gitcfg gitConfigState  // run, not mu: installGitConfig reads and fills it without mu
@@ -143,6 +144,9 @@ type Session struct {
 	dropped chan struct{}
 	// usage counts each workspace's disk from events (Params.Watch); run.
 	usage []*sbxsync.Usage
+	// placeable: the sandbox was just claimed and no round trip has run
+	// in it yet (placeFirstPush, place.go); run.
+	placeable bool
 	// stopVerify ends the verification of a watching session (Params.Watch).
 	stopVerify     chan struct{}
 	stopVerifyOnce sync.Once
@@ -182,7 +186,7 @@ func (m *Manager) Open(ctx context.Context, name string, p Params) (*Session, er
 			return nil, fmt.Errorf("%w: session %s was claimed for %s, this call is for %s: release it first (sbx release --session %s) or use another --session",
 				ErrCodeDirs, name, strings.Join(info.CodeDirs, ", "), strings.Join(p.CodeDirs, ", "), name)
 		}
-		s.info = info
+		s.info, s.saved = info, info
 		s.info.Keep = s.info.Keep || p.Keep
 		if info.Claimed {
 			sb, err := m.prov.Attach(ctx, s.spec())
@@ -382,8 +386,26 @@ func (s *Session) claim(ctx context.Context) error {
 	s.m.log.Debug("claimed sandbox", "session", s.name, "backend", s.m.prov.Name(), "took", time.Since(start))
 	s.stubs = s.stubFiles()
 	s.sb = sb
+	s.placeable = true
 	s.info.Claimed = true
-	return writeInfo(s.dir, s.info)
+	return s.saveInfo()
+}
+
+// saveInfo saves s.info: in full when more than its last use changed, else
+// as a time stamp on the file (most commands change nothing else, and a
+// rewrite, write and rename, is most of a warm command's bookkeeping).
+// Called with mu held, under the lock file.
+func (s *Session) saveInfo() error {
+	if sameInfo(s.info, s.saved) {
+		if err := touchInfo(s.dir, s.info.LastUsed); err == nil {
+			return nil
+		}
+	}
+	if err := writeInfo(s.dir, s.info); err != nil {
+		return err
+	}
+	s.saved = s.info
+	return nil
 }
 
 // Run is one command to run in the session's sandbox.
@@ -536,8 +558,10 @@ func (s *Session) roundTrip(ctx context.Context, sb sandbox.Sandbox, cmd *sandbo
 	s.refreshHooks(ctx)
 	round, rep, err := s.sync.Begin()
 	if err != nil {
+		s.placeable = false
 		return sandbox.Result{}, rep, fmt.Errorf("%w: %v", ErrSync, err)
 	}
+	s.placeFirstPush(sb, round)
 	s.mu.Lock()
 	stubs, git := s.stubs, s.pendingGit
 	s.mu.Unlock()
@@ -756,7 +780,7 @@ func (s *Session) finish(res sandbox.Result, rep sbxsync.Report, err error, cwd 
 		s.info.Cwd = c
 	}
 	s.info.LastUsed = time.Now().UTC()
-	if werr := writeInfo(s.dir, s.info); werr != nil && err == nil {
+	if werr := s.saveInfo(); werr != nil && err == nil {
 		err = werr
 	}
 	return out, err

@@ -66,6 +66,12 @@ type HelperDir struct {
 	// Reset discards what the helper knows of this dir (a new sandbox, or
 	// the host lost its manifest): the push then holds the whole tree.
 	Reset bool `json:"reset,omitempty"`
+	// Placed counts the entries the host wrote straight into this dir's
+	// workspace (Round.Place: a new local sandbox, before its first
+	// command) instead of sending them; with Reset only. Its patch is
+	// empty; the helper takes a scan of the workspace for its manifest,
+	// and refuses the round trip when the scan's count differs.
+	Placed int `json:"placed,omitempty"`
 }
 
 // HelperReply is what the helper answers after the command.
@@ -312,6 +318,13 @@ func (h *Helper) Apply(push io.Reader) error {
 		}
 	}
 	for _, hd := range h.dirs {
+		if hd.d.Placed > 0 {
+			if err := hd.applyPlaced(push); err != nil {
+				h.abandon()
+				return err
+			}
+			continue
+		}
 		if err := os.MkdirAll(hd.d.Path, 0o755); err != nil {
 			return err
 		}
@@ -464,6 +477,38 @@ func (h *Helper) Apply(push io.Reader) error {
 	// Nothing is read past the last patch: on a remote backend's stream the
 	// command's own stdin follows.
 	return nil
+}
+
+// applyPlaced takes the workspace the host filled (Round.Place) for the
+// sandbox side's manifest: a scan of it, which must find as many entries
+// as the host placed. With a watch, the scan arms it: the command's
+// changes are then found from events, as after any full scan.
+func (hd *helperDir) applyPlaced(push io.Reader) error {
+	if !hd.d.Reset {
+		return fmt.Errorf("apply %s: the host placed files into a workspace it synced before (only a new sandbox's first push is placed)", hd.d.Path)
+	}
+	err := ReadPatch(push, DefaultLimits, func(it *Item) error {
+		return &PatchError{Path: it.Path, Reason: "sent on the push stream for a code dir the host placed"}
+	})
+	if err != nil {
+		return err
+	}
+	sc := &Scanner{Exclude: hd.ex}
+	m := Manifest{}
+	if hd.watch != nil {
+		_, _, err = sc.Update(hd.d.Path, m, hd.watch)
+	} else {
+		m, err = sc.Scan(hd.d.Path, nil)
+	}
+	if err != nil {
+		return fmt.Errorf("scan %s after the host placed it: %w", hd.d.Path, err)
+	}
+	if len(m) != hd.d.Placed {
+		return fmt.Errorf("the host placed %d entries in %s, the sandbox side finds %d: the workspace is not the one the host filled (release the session and start again)", hd.d.Placed, hd.d.Path, len(m))
+	}
+	hd.state.Manifest = m
+	hd.dirty = true
+	return hd.save()
 }
 
 // dirRoots caches an os.Root per directory of a tree being filled, so

@@ -324,6 +324,9 @@ type Round struct {
 	settled int
 	// seen lists (some of) the host paths of the pull's items.
 	seen []string
+	// placed marks the code dirs whose push Place wrote into the
+	// workspace: their patch on the push stream is empty.
+	placed []bool
 }
 
 // Seen lists the host paths the sandbox's pull named (at most maxSeen), as
@@ -425,7 +428,11 @@ func (r *Round) Changed() bool { return r.report.Pushed > 0 }
 // WritePush writes the host's changes, one patch per code dir.
 func (r *Round) WritePush(w io.Writer) error {
 	for i, d := range r.h.dirs {
-		if err := WritePatch(w, d.cfg.Path, r.changes[i]); err != nil {
+		changes := r.changes[i]
+		if i < len(r.placed) && r.placed[i] {
+			changes = nil
+		}
+		if err := WritePatch(w, d.cfg.Path, changes); err != nil {
 			return err
 		}
 	}

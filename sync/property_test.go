@@ -206,6 +206,14 @@ func propertyRun(t *testing.T, seed int, watched bool) {
 	host := mutator{rng, &n, "host"}
 	sbox := mutator{rng, &n, "sandbox"}
 	p := newPair(t)
+	// Odd seeds start as a new local sandbox does: a tree on the host
+	// first, its push placed into the sandbox dir.
+	if p.place = seed%2 == 1; p.place {
+		pre := mutator{rand.New(rand.NewSource(int64(seed) + 1e6)), &n, "host"}
+		for k := 3 + pre.rng.Intn(6); k > 0; k-- {
+			pre.step(t, p.host)
+		}
+	}
 	if watched {
 		p.h.Watch(nil)
 		defer p.h.Close()
@@ -240,6 +248,9 @@ func propertyRun(t *testing.T, seed int, watched bool) {
 			hostEnd = files(p.host)
 		})
 		t.Logf("round %d: sandbox end %v host end %v report %+v", i, sandboxEnd, hostEnd, rep)
+		if i == 0 && p.place && p.placeErr != nil {
+			t.Fatalf("round 0: the first push was not placed: %v", p.placeErr)
+		}
 		for _, r := range rep.Refused {
 			if rel, err := filepath.Rel(p.sandbox, r.Path); err == nil {
 				if p.ignore == nil {

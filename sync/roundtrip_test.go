@@ -22,6 +22,13 @@ type pair struct {
 	// ignore names paths the rules keep in the sandbox (refused): same
 	// does not compare them.
 	ignore map[string]bool
+	// place makes the first round trip (a reset) place the push into the
+	// sandbox dir (Round.Place) as a new local sandbox's does; placeErr is
+	// what Place said.
+	place    bool
+	placeErr error
+	// beforePlace runs between the host's scan and the placing.
+	beforePlace func()
 }
 
 func newPair(t *testing.T) *pair {
@@ -51,6 +58,12 @@ func (p *pair) sync(run func()) Report {
 	r, _, err := p.h.Begin()
 	if err != nil {
 		p.t.Fatalf("begin: %v", err)
+	}
+	if p.place && r.Request.Dirs[0].Reset {
+		if p.beforePlace != nil {
+			p.beforePlace()
+		}
+		p.placeErr = r.Place(0, p.sandbox)
 	}
 	req := r.Request
 	req.StateDir = p.hstate

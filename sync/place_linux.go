@@ -1,0 +1,200 @@
+package sync
+
+import (
+	"fmt"
+	"path"
+
+	"golang.org/x/sys/unix"
+)
+
+// The placing of files on Linux, with the system calls themselves: the
+// copy is the whole cost of a first push, and os.Root and os.File spend
+// about twice the calls a file needs (a poller registration per open, a
+// path walk per operation). Directories are opened with openat2's
+// RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS from each tree's own descriptor: no
+// symlink anywhere on the way (a host directory swapped for a link since
+// the scan is not read through), and nothing outside either tree. A
+// kernel without openat2 (before 5.6) takes the portable way (place.go).
+
+// beneath opens dir under fd for use as a directory descriptor, following
+// no symlink on the way.
+func beneath(fd int, dir string) (int, error) {
+	if dir == "." {
+		return unix.Dup(fd)
+	}
+	for {
+		n, err := unix.Openat2(fd, dir, &unix.OpenHow{
+			Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+		})
+		if err != unix.EINTR && err != unix.EAGAIN {
+			return n, err
+		}
+	}
+}
+
+// fastFiles is files with the system calls. ok is false when the kernel
+// lacks openat2: the caller then takes the portable way.
+func (p *placer) fastFiles(dir string, files []Change) (n int, ok bool, err error) {
+	if p.srcFd < 0 || p.dstFd < 0 {
+		return 0, false, nil
+	}
+	sd, err := beneath(p.srcFd, dir)
+	if err == unix.ENOSYS {
+		return 0, false, nil
+	}
+	if err != nil {
+		if err == unix.ENOENT || err == unix.ELOOP || err == unix.ENOTDIR || err == unix.EXDEV {
+			// The directory left the host since the scan, or is a link
+			// now: nothing of it is placed.
+			p.gone(files)
+			return 0, true, nil
+		}
+		return 0, true, fmt.Errorf("open %s on the host: %w", dir, err)
+	}
+	defer unix.Close(sd)
+	dd, err := beneath(p.dstFd, dir)
+	if err != nil {
+		return 0, true, fmt.Errorf("open %s in the workspace: %w", dir, err)
+	}
+	defer unix.Close(dd)
+	buf := []byte(nil)
+	for _, c := range files {
+		placed, err := p.fastFile(sd, dd, path.Base(c.Path), &buf)
+		if err != nil {
+			return n, true, fmt.Errorf("%s: %w", c.Path, err)
+		}
+		if !placed {
+			p.gone([]Change{c})
+			continue
+		}
+		n++
+	}
+	return n, true, nil
+}
+
+func (p *placer) fastFile(sd, dd int, name string, buf *[]byte) (bool, error) {
+	in, err := openRetry(sd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if err == unix.ENOENT || err == unix.ELOOP || err == unix.ENOTDIR || err == unix.ENXIO {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("open on the host: %w", err)
+	}
+	defer unix.Close(in)
+	var st unix.Stat_t
+	if err := unix.Fstat(in, &st); err != nil {
+		return false, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return false, nil
+	}
+	perm := st.Mode & 0o777
+	out, err := openRetry(dd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return false, fmt.Errorf("create in the workspace: %w", err)
+	}
+	err = p.fastCopy(in, out, st.Size, buf)
+	if err == nil && p.chown {
+		err = unix.Fchown(out, p.uid, p.gid)
+	}
+	if err == nil {
+		err = unix.Fchmod(out, perm)
+	}
+	if err == nil {
+		ts := []unix.Timespec{st.Mtim, st.Mtim}
+		err = unix.UtimesNanoAt(dd, name, ts, unix.AT_SYMLINK_NOFOLLOW)
+	}
+	if cerr := unix.Close(out); err == nil {
+		err = cerr
+	}
+	return err == nil, err
+}
+
+// fastCopy copies size bytes (fewer if the file shrank) in the kernel, or
+// through buf where the file systems cannot (copy_file_range across some
+// file systems, or none).
+func (p *placer) fastCopy(in, out int, size int64, buf *[]byte) error {
+	left := size
+	if !p.noRange.Load() {
+		for left > 0 {
+			n, err := unix.CopyFileRange(in, nil, out, nil, int(min(left, 1<<30)), 0)
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil && left == size && (err == unix.EXDEV || err == unix.EINVAL || err == unix.ENOSYS || err == unix.EOPNOTSUPP) {
+				p.noRange.Store(true) // this pair of file systems cannot: read and write
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("copy: %w", err)
+			}
+			if n == 0 {
+				return nil // shrank since the fstat
+			}
+			left -= int64(n)
+		}
+		if left <= 0 {
+			return nil
+		}
+	}
+	if *buf == nil {
+		*buf = make([]byte, 256<<10)
+	}
+	for left > 0 {
+		k, err := unix.Read(in, (*buf)[:min(left, int64(len(*buf)))])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read: %w", err)
+		}
+		if k == 0 {
+			return nil
+		}
+		for b := (*buf)[:k]; len(b) > 0; {
+			w, err := unix.Write(out, b)
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("write: %w", err)
+			}
+			b = b[w:]
+		}
+		left -= int64(k)
+	}
+	return nil
+}
+
+func openRetry(dir int, name string, flags int, mode uint32) (int, error) {
+	for {
+		fd, err := unix.Openat(dir, name, flags, mode)
+		if err != unix.EINTR {
+			return fd, err
+		}
+	}
+}
+
+// openFds opens both trees' descriptors for fastFiles.
+func (p *placer) openFds(src, dst string) {
+	p.srcFd, p.dstFd = -1, -1
+	s, err := unix.Open(src, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	d, err := unix.Open(dst, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		unix.Close(s)
+		return
+	}
+	p.srcFd, p.dstFd = s, d
+}
+
+func (p *placer) closeFds() {
+	for _, fd := range []int{p.srcFd, p.dstFd} {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+}

@@ -1,0 +1,303 @@
+package sync
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// placeTree fills a host tree with what a first push must carry: modes
+// (executable, read-only, a directory without write permission), a
+// symlink, an empty directory and file, a file larger than one copy
+// call's buffer, old and recent mtimes, and what must never enter: an
+// .sbxignore'd secret and a default exclude.
+func placeTree(t *testing.T, root string) {
+	t.Helper()
+	put(t, filepath.Join(root, "a.txt"), "alpha\n")
+	put(t, filepath.Join(root, "bin/run.sh"), "#!/bin/sh\necho run\n")
+	os.Chmod(filepath.Join(root, "bin/run.sh"), 0o755)
+	put(t, filepath.Join(root, "ro.txt"), "read only\n")
+	os.Chmod(filepath.Join(root, "ro.txt"), 0o444)
+	put(t, filepath.Join(root, "locked/inside.txt"), "in a 0555 dir\n")
+	put(t, filepath.Join(root, "deep/x/y/z.txt"), "deep\n")
+	put(t, filepath.Join(root, "empty.txt"), "")
+	os.MkdirAll(filepath.Join(root, "emptydir"), 0o750)
+	os.Symlink("a.txt", filepath.Join(root, "link"))
+	big := bytes.Repeat([]byte("0123456789abcdef"), 300<<10/16+7) // over 256 KiB, not a multiple of it
+	os.WriteFile(filepath.Join(root, "big.bin"), big, 0o600)
+	put(t, filepath.Join(root, ".sbxignore"), "secret.env\n")
+	put(t, filepath.Join(root, "secret.env"), "TOKEN=never-in-the-sandbox\n")
+	put(t, filepath.Join(root, "node_modules/.cache/junk"), "cache\n")
+	old := time.Now().Add(-time.Hour)
+	filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() && !strings.HasSuffix(p, "a.txt") {
+			os.Chtimes(p, old, old)
+		}
+		return nil
+	})
+	os.Chmod(filepath.Join(root, "locked"), 0o555)
+	t.Cleanup(func() { os.Chmod(filepath.Join(root, "locked"), 0o755) })
+}
+
+// TestPlaceFirstPush: a new sandbox's first push written straight into its
+// workspace holds what the streamed one would (contents, modes, mtimes,
+// links, empty directories), nothing excluded, and the sync goes on from
+// there both ways.
+func TestPlaceFirstPush(t *testing.T) {
+	for _, watched := range []bool{false, true} {
+		t.Run(map[bool]string{false: "unwatched", true: "watched"}[watched], func(t *testing.T) {
+			WatchHelper = watched
+			defer func() { WatchHelper = false }()
+			p := newPair(t)
+			p.place = true
+			placeTree(t, p.host)
+			p.open() // reads the tree's .sbxignore
+			p.ignore = map[string]bool{"secret.env": true}
+			t.Cleanup(func() { os.Chmod(filepath.Join(p.sandbox, "locked"), 0o755) })
+			rep := p.sync(nil)
+			if p.placeErr != nil {
+				t.Fatalf("place: %v", p.placeErr)
+			}
+			if rep.Pushed == 0 || rep.Applied != 0 {
+				t.Fatalf("report %+v: want the tree pushed and nothing back", rep)
+			}
+			p.same()
+			for _, f := range []string{"secret.env", "node_modules/.cache/junk"} {
+				if _, err := os.Lstat(filepath.Join(p.sandbox, f)); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("%s entered the sandbox: %v", f, err)
+				}
+			}
+			for _, f := range []string{"a.txt", "bin/run.sh", "ro.txt", "big.bin", "empty.txt", "locked/inside.txt", "deep/x/y/z.txt"} {
+				h, _ := os.Lstat(filepath.Join(p.host, f))
+				s, err := os.Lstat(filepath.Join(p.sandbox, f))
+				if err != nil {
+					t.Fatalf("%s: %v", f, err)
+				}
+				if !h.ModTime().Equal(s.ModTime()) || h.Mode() != s.Mode() || h.Size() != s.Size() {
+					t.Errorf("%s: host %v %v %d, sandbox %v %v %d", f, h.Mode(), h.ModTime(), h.Size(), s.Mode(), s.ModTime(), s.Size())
+				}
+			}
+			for _, d := range []string{"locked", "emptydir"} {
+				h, _ := os.Lstat(filepath.Join(p.host, d))
+				s, err := os.Lstat(filepath.Join(p.sandbox, d))
+				if err != nil || h.Mode() != s.Mode() {
+					t.Errorf("%s: host %v, sandbox %v (%v)", d, h.Mode(), s, err)
+				}
+			}
+			// Nothing came back, and nothing comes back from a quiet
+			// round: the helper's manifest is the placed tree.
+			if rep := p.sync(nil); rep.Applied != 0 || rep.Pushed != 0 {
+				t.Fatalf("quiet round after the placed push: %+v", rep)
+			}
+			// Then changes travel both ways as after a streamed push.
+			rep = p.sync(func() {
+				put(t, filepath.Join(p.sandbox, "a.txt"), "sandbox edit\n")
+				put(t, filepath.Join(p.sandbox, "deep/new.txt"), "made in the sandbox\n")
+			})
+			if rep.Applied != 2 {
+				t.Fatalf("want the sandbox's 2 changes back, report %+v", rep)
+			}
+			put(t, filepath.Join(p.host, "bin/run.sh"), "#!/bin/sh\necho host edit\n")
+			p.sync(nil)
+			p.same()
+			if got := read(t, filepath.Join(p.sandbox, "bin/run.sh")); !strings.Contains(got, "host edit") {
+				t.Fatalf("the host's edit did not reach the sandbox: %q", got)
+			}
+		})
+	}
+}
+
+// TestPlaceRefusesWorkspaceNotEmpty: anything already in the workspace (a
+// symlink out of it, planted) stops the placing before it writes: nothing
+// reaches the link's target, and the push streams instead.
+func TestPlaceRefusesWorkspaceNotEmpty(t *testing.T) {
+	p := newPair(t)
+	put(t, filepath.Join(p.host, "deep/x.txt"), "x\n")
+	outside := t.TempDir()
+	os.Symlink(outside, filepath.Join(p.sandbox, "deep"))
+	r, _, err := p.h.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.Place(0, p.sandbox)
+	if !errors.Is(err, ErrNotPlaceable) {
+		t.Fatalf("Place into a workspace holding a symlink: %v, want ErrNotPlaceable", err)
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Fatalf("the placing wrote through the planted link: %v", ents)
+	}
+	if r.Request.Dirs[0].Placed != 0 {
+		t.Fatalf("a refused Place still told the helper %d entries were placed", r.Request.Dirs[0].Placed)
+	}
+	var push bytes.Buffer
+	if err := r.WritePush(&push); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(push.Bytes(), []byte("deep/x.txt")) {
+		t.Fatal("the push does not stream the tree after a refused Place")
+	}
+}
+
+// TestPlaceOnlyFirstRound: a round that is not the sandbox side's first
+// (a workspace the sandbox has run in) is never placed.
+func TestPlaceOnlyFirstRound(t *testing.T) {
+	p := newPair(t)
+	put(t, filepath.Join(p.host, "a.txt"), "a\n")
+	p.sync(nil)
+	put(t, filepath.Join(p.host, "b.txt"), "b\n")
+	r, _, err := p.h.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := t.TempDir()
+	if err := r.Place(0, empty); !errors.Is(err, ErrNotPlaceable) {
+		t.Fatalf("Place of a later round: %v, want ErrNotPlaceable", err)
+	}
+	if ents, _ := os.ReadDir(empty); len(ents) != 0 {
+		t.Fatalf("a later round placed %v", ents)
+	}
+}
+
+// TestPlaceHostSwappedAfterScan: a host directory or file replaced by a
+// symlink between the scan and the placing is not read through: neither an
+// excluded directory of the tree nor a file outside it enters the
+// sandbox, and the helper's count still matches what was placed.
+func TestPlaceHostSwappedAfterScan(t *testing.T) {
+	p := newPair(t)
+	p.place = true
+	put(t, filepath.Join(p.host, "d/x.txt"), "plain\n")
+	put(t, filepath.Join(p.host, "d/e/x.txt"), "plain\n")
+	put(t, filepath.Join(p.host, "f.txt"), "plain f\n")
+	put(t, filepath.Join(p.host, ".sbxignore"), "keys/\n")
+	put(t, filepath.Join(p.host, "keys/x.txt"), "SECRET-IN-TREE\n")
+	put(t, filepath.Join(p.host, "keys/e/x.txt"), "SECRET-IN-TREE\n")
+	outside := filepath.Join(t.TempDir(), "secret")
+	os.WriteFile(outside, []byte("SECRET-OUTSIDE\n"), 0o600)
+	p.open() // reads the tree's .sbxignore
+	p.beforePlace = func() {
+		os.RemoveAll(filepath.Join(p.host, "d"))
+		os.Symlink("keys", filepath.Join(p.host, "d"))
+		os.Remove(filepath.Join(p.host, "f.txt"))
+		os.Symlink(outside, filepath.Join(p.host, "f.txt"))
+	}
+	p.sync(nil)
+	if p.placeErr != nil {
+		t.Fatalf("place: %v", p.placeErr)
+	}
+	filepath.Walk(p.sandbox, func(path string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			if b, _ := os.ReadFile(path); bytes.Contains(b, []byte("SECRET")) {
+				t.Errorf("%s in the sandbox holds %q", path, b)
+			}
+		}
+		return nil
+	})
+	// The next round sends the links as the host has them now.
+	p.sync(nil)
+	if l, err := os.Readlink(filepath.Join(p.sandbox, "d")); err != nil || l != "keys" {
+		t.Fatalf("d in the sandbox after the next round: %q %v", l, err)
+	}
+}
+
+// TestPlacedPushChecked: the helper refuses a placed round whose workspace
+// is not what the host placed (an entry more), a push that carries items
+// for a placed dir, and a placed count without a reset.
+func TestPlacedPushChecked(t *testing.T) {
+	setup := func(t *testing.T) (*pair, *Round, HelperRequest) {
+		p := newPair(t)
+		put(t, filepath.Join(p.host, "a.txt"), "a\n")
+		put(t, filepath.Join(p.host, "d/b.txt"), "b\n")
+		r, _, err := p.h.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Place(0, p.sandbox); err != nil {
+			t.Fatal(err)
+		}
+		req := r.Request
+		req.StateDir = p.hstate
+		req.Dirs = append([]HelperDir(nil), req.Dirs...)
+		req.Dirs[0].Path = p.sandbox
+		if req.Dirs[0].Placed != 3 {
+			t.Fatalf("placed %d entries, want 3 (a.txt, d, d/b.txt)", req.Dirs[0].Placed)
+		}
+		return p, r, req
+	}
+	apply := func(req HelperRequest, push []byte) error {
+		h, err := NewHelper(req)
+		if err != nil {
+			return err
+		}
+		return h.Apply(bytes.NewReader(push))
+	}
+	t.Run("entry more", func(t *testing.T) {
+		p, r, req := setup(t)
+		put(t, filepath.Join(p.sandbox, "d/planted"), "x")
+		var push bytes.Buffer
+		r.WritePush(&push)
+		if err := apply(req, push.Bytes()); err == nil || !strings.Contains(err.Error(), "finds 4") {
+			t.Fatalf("apply over a workspace with an entry more: %v", err)
+		}
+	})
+	t.Run("items for a placed dir", func(t *testing.T) {
+		p, _, req := setup(t)
+		var push bytes.Buffer
+		if err := WritePatch(&push, p.host, []Change{{Path: "a.txt", Entry: Entry{Mode: 0o644}}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := apply(req, push.Bytes()); err == nil || !strings.Contains(err.Error(), "placed") {
+			t.Fatalf("apply of a push with items for a placed dir: %v", err)
+		}
+	})
+	t.Run("no reset", func(t *testing.T) {
+		_, r, req := setup(t)
+		req.Dirs[0].Reset = false
+		var push bytes.Buffer
+		r.WritePush(&push)
+		if err := apply(req, push.Bytes()); err == nil || !strings.Contains(err.Error(), "synced before") {
+			t.Fatalf("apply of a placed push without a reset: %v", err)
+		}
+	})
+}
+
+// TestPlacedOwner: what is placed belongs to the workspace's owner (the
+// sandbox's host uid when sbx runs as root), as if the sandbox had
+// written it; run as another user, to that user.
+func TestPlacedOwner(t *testing.T) {
+	p := newPair(t)
+	placeTree(t, p.host)
+	t.Cleanup(func() { os.Chmod(filepath.Join(p.sandbox, "locked"), 0o755) })
+	want := os.Geteuid()
+	if want == 0 {
+		want = 54321
+		if err := os.Chown(p.sandbox, want, want); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, _, err := p.h.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Place(0, p.sandbox); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	filepath.Walk(p.sandbox, func(path string, fi os.FileInfo, err error) error {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if st := fi.Sys().(*syscall.Stat_t); int(st.Uid) != want || int(st.Gid) != want {
+			t.Errorf("%s is owned by %d:%d, want %d", path, st.Uid, st.Gid, want)
+		}
+		return nil
+	})
+	if n < 10 {
+		t.Fatalf("only %d entries placed", n)
+	}
+}
