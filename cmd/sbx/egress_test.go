@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"net"
 	"net/url"
 	"os"
@@ -8,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sbx-sh/sbx/egress"
 )
 
 // hostGoEnv reads the host's go env at test time: registries' hosts are
@@ -51,6 +54,35 @@ func registryHosts(t *testing.T, goproxy, gosumdb string) []string {
 			hosts = append(hosts, name)
 		} else {
 			t.Logf("GOSUMDB's host does not resolve here (%v): left out of allow_net; go asks the proxy for the checksum database", err)
+		}
+	}
+	return withLocalAddrs(t, hosts)
+}
+
+// withLocalAddrs is allow_net entries hosts and, for each name that
+// resolves here to an address that is not globally routable (a lab or
+// corporate network may put its registry or mirror at one), that address
+// too: the proxy refuses such a name unless the address is listed, and a
+// user on that network lists it so.
+func withLocalAddrs(t *testing.T, hosts []string) []string {
+	for _, h := range hosts {
+		name, port, err := net.SplitHostPort(h)
+		if err != nil {
+			name, port = h, ""
+		}
+		addrs, _ := net.DefaultResolver.LookupNetIP(context.Background(), "ip", name)
+		for _, a := range addrs {
+			if why := egress.NotPublic(a.Unmap()); why != "" {
+				entry := a.Unmap().String()
+				if a.Unmap().Is6() {
+					entry = "[" + entry + "]"
+				}
+				if port != "" {
+					entry += ":" + port
+				}
+				t.Logf("%s resolves to %s here, %s: listed as an address too", name, a, why)
+				hosts = append(hosts, entry)
+			}
 		}
 	}
 	return hosts

@@ -38,7 +38,11 @@ func TestNpmThroughAllowNet(t *testing.T) {
 	if r.code == 0 || !strings.Contains(r.stdout+r.stderr, "403") {
 		t.Fatalf("npm install without the registry listed: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	r = w.sbxEnv(t, w.code, env, "exec", "--allow-net", reg.Host, "--", install)
+	args := []string{"exec"}
+	for _, h := range withLocalAddrs(t, []string{reg.Host}) {
+		args = append(args, "--allow-net", h)
+	}
+	r = w.sbxEnv(t, w.code, env, append(args, "--", install)...)
 	if r.code != 0 || !strings.Contains(r.stdout, "true") {
 		t.Fatalf("npm install through allow_net %s: exit %d\n%s%s", reg.Host, r.code, r.stdout, r.stderr)
 	}
