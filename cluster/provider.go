@@ -170,12 +170,33 @@ func (p *Provider) Claim(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	if p.cfg.Pool == "" {
 		return nil, &PoolNotFoundError{Namespace: ns}
 	}
-	pool, err := a.poolGet(ctx, ns, p.cfg.Pool)
-	if apierrors.IsNotFound(err) && !isMissingType(err) {
-		return nil, &PoolNotFoundError{Pool: p.cfg.Pool, Namespace: ns}
+	checkPool := func(pool *poolView, err error) error {
+		if apierrors.IsNotFound(err) && !isMissingType(err) {
+			return &PoolNotFoundError{Pool: p.cfg.Pool, Namespace: ns}
+		}
+		if err != nil {
+			return apiError(err, a.server, "get", "sandboxwarmpools."+GroupExtensions, ns)
+		}
+		return nil
 	}
-	if err != nil {
-		return nil, apiError(err, a.server, "get", "sandboxwarmpools."+GroupExtensions, ns)
+	// A v1alpha1 claim names the pool's template, so the pool is read
+	// first. A v1beta1 claim names the pool itself: the pool is read while
+	// the claim is created (one round trip less before the claim's wait),
+	// and a claim of a pool that is not there is deleted again.
+	var pool *poolView
+	var poolDone chan error
+	if a.ext == "v1alpha1" {
+		pool, err = a.poolGet(ctx, ns, p.cfg.Pool)
+		if err := checkPool(pool, err); err != nil {
+			return nil, err
+		}
+	} else {
+		pool = &poolView{ObjectMeta: metav1.ObjectMeta{Name: p.cfg.Pool, Namespace: ns}}
+		poolDone = make(chan error, 1)
+		go func() {
+			pv, err := a.poolGet(ctx, ns, p.cfg.Pool)
+			poolDone <- checkPool(pv, err)
+		}()
 	}
 	host, _ := os.Hostname()
 	obj, err := claimObject(a.ext, metav1.ObjectMeta{
@@ -188,6 +209,14 @@ func (p *Provider) Claim(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		return nil, err
 	}
 	created, err := a.claimCreate(ctx, ns, obj)
+	if poolDone != nil {
+		if perr := <-poolDone; perr != nil {
+			if err == nil {
+				p.deleteClaim(a, ns, created.GetName())
+			}
+			return nil, perr
+		}
+	}
 	if err != nil {
 		return nil, apiError(err, a.server, "create", "sandboxclaims."+GroupExtensions, ns)
 	}
@@ -420,11 +449,23 @@ func (p *Provider) deleteClaim(a *api, ns, name string) {
 func (p *Provider) sandboxFor(ctx context.Context, a *api, claim *claimView) (*Sandbox, error) {
 	ns := claim.Namespace
 	sbName := sandboxName(claim)
+	// The pod usually has the Sandbox's name: it is read while the Sandbox
+	// is (one round trip instead of two), and used unless the Sandbox's
+	// pod-name annotation names another.
+	type podGet struct {
+		pod *corev1.Pod
+		err error
+	}
+	sameName := make(chan podGet, 1) // buffered: never read when another name wins
+	go func() {
+		pp, err := a.kube.CoreV1().Pods(ns).Get(ctx, sbName, getOpts)
+		sameName <- podGet{pp, err}
+	}()
 	var candidates []string
 	sbx, err := a.sbs(ctx, ns, sbName)
 	switch {
 	case err == nil:
-		if pn := sbx.GetAnnotations()[annotPodName]; pn != "" {
+		if pn := sbx.GetAnnotations()[annotPodName]; pn != "" && pn != sbName {
 			candidates = append(candidates, pn)
 		}
 		candidates = append(candidates, sbName)
@@ -435,7 +476,14 @@ func (p *Provider) sandboxFor(ctx context.Context, a *api, claim *claimView) (*S
 	}
 	var pod *corev1.Pod
 	for _, c := range candidates {
-		pp, err := a.kube.CoreV1().Pods(ns).Get(ctx, c, getOpts)
+		var pp *corev1.Pod
+		var err error
+		if c == sbName {
+			g := <-sameName
+			pp, err = g.pod, g.err
+		} else {
+			pp, err = a.kube.CoreV1().Pods(ns).Get(ctx, c, getOpts)
+		}
 		if err == nil {
 			pod = pp
 			break

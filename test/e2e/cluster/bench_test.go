@@ -58,7 +58,7 @@ func TestBenchmarks(t *testing.T) {
 		return v == "" || slices.Contains(strings.Split(v, ","), sec)
 	}
 	if want("claim") {
-		benchClaim(t, p, &md)
+		benchClaim(t, &md)
 	}
 	if want("exec") || want("sync") {
 		waitCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -96,8 +96,10 @@ func TestBenchmarks(t *testing.T) {
 // pool without the preinstall (the helper uploaded by the first exec),
 // interleaved; and one raw pods/exec of `true`, the least an exec-based
 // first command can add to the floor.
-func benchClaim(t *testing.T, p *cluster.Provider, md *strings.Builder) {
+func benchClaim(t *testing.T, md *strings.Builder) {
 	ctx := context.Background()
+	// the preinstalled rows must not have uploaded: the provider's log says
+	p, plog := providerLog(t, poolName)
 	const nClaims = 5
 	plainTenant := "plain"
 	plain, err := cluster.RenderPool(cluster.PoolOptions{Tenant: plainTenant, Image: image, Replicas: 2, CacheMount: "/cache",
@@ -165,6 +167,9 @@ func benchClaim(t *testing.T, p *cluster.Provider, md *strings.Builder) {
 				break
 			}
 		}
+	}
+	if strings.Contains(plog.String(), "uploaded the in-pod helper") {
+		t.Fatalf("a claim of the preinstalled pool uploaded the helper; the provider logged:\n%s", plog.String())
 	}
 	fmt.Fprintf(md, "### Claim from a warm pool (%d claims each, interleaved, pools of 2 ready)\n\n| path | median | min | max |\n|---|---|---|---|\n", nClaims)
 	row(md, "floor: create SandboxClaim, watch until Ready (raw client-go)", floor)
