@@ -155,15 +155,40 @@ func (p *Proxy) Check(ctx context.Context, host string, port int) (netip.AddrPor
 
 // hostAddr reports whether a is assigned to one of this host's interfaces
 // (a public address of the host is as much the host's own network as its
-// loopback: a service listening on 0.0.0.0 answers there).
+// loopback: a service listening on 0.0.0.0 answers there), or carries one.
 func hostAddr(a netip.Addr) bool {
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
 		return true // cannot tell: refuse
 	}
+	var own []netip.Addr
 	for _, ia := range addrs {
 		if n, ok := ia.(*net.IPNet); ok {
-			if b, ok := netip.AddrFromSlice(n.IP); ok && b.Unmap() == a.Unmap() {
+			if b, ok := netip.AddrFromSlice(n.IP); ok {
+				own = append(own, b)
+			}
+		}
+	}
+	return ownAddr(a, own)
+}
+
+// ownAddr reports whether a is one of own, or a NAT64, 6to4 or v4-mapped
+// address carrying one of own's IPv4 addresses (through a NAT64 gateway or
+// a 6to4 relay it reaches the host itself).
+func ownAddr(a netip.Addr, own []netip.Addr) bool {
+	cands := []netip.Addr{a.Unmap()}
+	if a.Is6() && !a.Is4In6() {
+		b := a.As16()
+		if nat64.Contains(a) {
+			cands = append(cands, netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}))
+		}
+		if sixToFour.Contains(a) {
+			cands = append(cands, netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]}))
+		}
+	}
+	for _, o := range own {
+		for _, c := range cands {
+			if o.Unmap() == c {
 				return true
 			}
 		}

@@ -154,3 +154,28 @@ func injectTunnelAt(t *testing.T, port string, upRoots *x509.CertPool, p *Proxy,
 type oneByte struct{ r io.Reader }
 
 func (o oneByte) Read(p []byte) (int, error) { return o.r.Read(p[:min(len(p), 1)]) }
+
+// TestOwnAddrCarried: a NAT64 or 6to4 address that carries one of the
+// host's own IPv4 addresses reaches the host through the gateway or relay,
+// and counts as the host's own (own is a made-up public host address: this
+// machine has none).
+func TestOwnAddrCarried(t *testing.T) {
+	own := []netip.Addr{netip.MustParseAddr("93.184.216.34"), netip.MustParseAddr("2606:2800:220:1::1")}
+	for _, tc := range []struct {
+		addr string
+		own  bool
+	}{
+		{"93.184.216.34", true},
+		{"::ffff:93.184.216.34", true},
+		{"64:ff9b::93.184.216.34", true},
+		{"2002:5db8:d822::1", true},
+		{"2606:2800:220:1::1", true},
+		{"64:ff9b::93.184.216.35", false},
+		{"2002:5db8:d823::1", false},
+		{"8.8.8.8", false},
+	} {
+		if got := ownAddr(netip.MustParseAddr(tc.addr), own); got != tc.own {
+			t.Errorf("ownAddr(%s) = %v, want %v", tc.addr, got, tc.own)
+		}
+	}
+}
