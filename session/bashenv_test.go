@@ -8,8 +8,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // run is sh with a shell of the caller's choosing: "/bin/bash" is the bash
@@ -165,5 +169,82 @@ func TestLongCwdWithBash(t *testing.T) {
 	}
 	if out, _ := run(t, s, "/bin/bash", "pwd"); out != filepath.Dir(long)+"\n" {
 		t.Fatalf("after cd ..: %q", out)
+	}
+}
+
+// TestInfoStampedNotRewritten: a command that changes nothing of the
+// session's record but its last use stamps the time on info.json instead
+// of rewriting it (a write and a rename per command); one that moves the
+// cwd rewrites it, and a reader sees both.
+func TestInfoStampedNotRewritten(t *testing.T) {
+	f := newFixture(t)
+	s := f.open(t, "stamp", false)
+	run(t, s, "/bin/bash", "true") // claims, saves the record
+	path := filepath.Join(f.root, "stamp", "info.json")
+	inode := func() uint64 {
+		t.Helper()
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Sys().(*syscall.Stat_t).Ino
+	}
+	before, ino := time.Now(), inode()
+	run(t, s, "/bin/bash", "true")
+	if got := inode(); got != ino {
+		t.Errorf("a command that changed nothing rewrote info.json (inode %d, then %d)", ino, got)
+	}
+	info, err := readInfo(filepath.Join(f.root, "stamp"))
+	if err != nil || info.LastUsed.Before(before) {
+		t.Errorf("last use %v after a command at %v (err %v): the stamp was not read", info.LastUsed, before, err)
+	}
+	run(t, s, "/bin/bash", "cd sub")
+	if got := inode(); got == ino {
+		t.Errorf("a cd did not save the record")
+	}
+	if info, err := readInfo(filepath.Join(f.root, "stamp")); err != nil || info.Cwd != filepath.Join(f.code, "sub") {
+		t.Errorf("saved cwd %q (err %v), want %s", info.Cwd, err, filepath.Join(f.code, "sub"))
+	}
+}
+
+// TestNoChangePullMakesNoSpoolFile: a round trip that brings nothing back
+// creates no spool file in the state directory (its create, truncate and
+// unlink were per-command disk work); one that brings a change back does,
+// as the journal of an interrupted pull.
+func TestNoChangePullMakesNoSpoolFile(t *testing.T) {
+	f := newFixture(t)
+	s := f.open(t, "spool", false)
+	run(t, s, "/bin/bash", "true")
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if _, err := unix.InotifyAddWatch(fd, filepath.Join(f.root, "spool"), unix.IN_CREATE); err != nil {
+		t.Fatal(err)
+	}
+	created := func() []string {
+		var names []string
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := unix.Read(fd, buf)
+			if err != nil || n <= 0 {
+				return names
+			}
+			for off := 0; off+unix.SizeofInotifyEvent <= n; {
+				ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+				name := strings.TrimRight(string(buf[off+unix.SizeofInotifyEvent:off+unix.SizeofInotifyEvent+int(ev.Len)]), "\x00")
+				names = append(names, name)
+				off += unix.SizeofInotifyEvent + int(ev.Len)
+			}
+		}
+	}
+	run(t, s, "/bin/bash", "true")
+	if got := created(); slices.Contains(got, "pull.spool") {
+		t.Errorf("a no-change round trip created %q in the state directory", got)
+	}
+	run(t, s, "/bin/bash", "echo x > new.txt")
+	if got := created(); !slices.Contains(got, "pull.spool") {
+		t.Errorf("a round trip bringing a file back created %q, want pull.spool among them", got)
 	}
 }

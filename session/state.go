@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"time"
 
@@ -74,12 +75,30 @@ func readInfo(dir string) (Info, error) {
 	if info.Version != infoVersion {
 		return info, fmt.Errorf("%s has version %d, this sbx reads %d", filepath.Join(dir, "info.json"), info.Version, infoVersion)
 	}
+	// A command that changes nothing else stamps its time on the file
+	// instead of rewriting it (touchInfo).
+	if fi, err := os.Stat(filepath.Join(dir, "info.json")); err == nil && fi.ModTime().After(info.LastUsed) {
+		info.LastUsed = fi.ModTime().UTC()
+	}
 	return info, nil
 }
 
 func writeInfo(dir string, info Info) error {
 	info.Version = infoVersion
 	return writeJSONFile(filepath.Join(dir, "info.json"), info)
+}
+
+// touchInfo records t as the session's last use without rewriting
+// info.json: its modification time (readInfo takes the later of the two).
+func touchInfo(dir string, t time.Time) error {
+	return os.Chtimes(filepath.Join(dir, "info.json"), t, t)
+}
+
+// sameInfo reports whether a and b differ in nothing but LastUsed (which
+// touchInfo keeps).
+func sameInfo(a, b Info) bool {
+	a.LastUsed, b.LastUsed = time.Time{}, time.Time{}
+	return reflect.DeepEqual(a, b)
 }
 
 func writeJSONFile(path string, v any) error {

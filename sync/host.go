@@ -443,14 +443,11 @@ func (r *Round) WritePush(w io.Writer) error {
 // spool file, checking every entry first: a patch that breaks a rule is
 // refused as a whole, and nothing of it is applied.
 func (r *Round) ReadPull(rd io.Reader) error {
-	f, err := os.OpenFile(r.h.spoolPath(), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return fmt.Errorf("spool the sandbox's changes: %w", err)
-	}
+	f := &spool{path: r.h.spoolPath()}
 	tee := io.TeeReader(rd, f)
 	items := 0
 	targets := map[string]string{} // the patch's symlinks, by code dir and path
-	err = r.h.eachPull(tee, func(d *hostDir, root *os.Root, links map[string]bool, it *Item) error {
+	err := r.h.eachPull(tee, func(d *hostDir, root *os.Root, links map[string]bool, it *Item) error {
 		items++
 		if len(r.seen) < maxSeen {
 			r.seen = append(r.seen, filepath.Join(d.cfg.Path, it.Path))
@@ -483,17 +480,87 @@ func (r *Round) ReadPull(rd io.Reader) error {
 		err = ExpectEnd(tee)
 	}
 	if err == nil && items > 0 {
-		err = f.Sync() // the spool is the journal of an interrupted pull
+		err = f.sync() // the spool is the journal of an interrupted pull
 	}
-	if cerr := f.Close(); err == nil {
+	if cerr := f.close(); err == nil {
 		err = cerr
 	}
+	if f.err != nil {
+		err = f.err // what the tee's write failed on, not how the read ended
+	}
 	if err != nil || items == 0 {
-		os.Remove(r.h.spoolPath())
+		os.Remove(r.h.spoolPath()) // and any left by an earlier round
 		return err
 	}
 	r.spooled = true
 	return nil
+}
+
+// spoolMem is how much of a pull the spool holds in memory before it
+// creates its file.
+const spoolMem = 64 << 10
+
+// spool is ReadPull's copy of the pull stream. A pull that brings nothing
+// back (an empty patch per code dir, about 1 KiB each) never becomes a
+// file: the create, truncate and unlink of one per command were a good part
+// of a warm command's host-side cost. A pull with items is on disk and
+// synced before ReadPull returns, as before.
+type spool struct {
+	path string
+	buf  []byte
+	f    *os.File
+	err  error
+}
+
+func (s *spool) Write(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	if s.f == nil && len(s.buf)+len(p) <= spoolMem {
+		s.buf = append(s.buf, p...)
+		return len(p), nil
+	}
+	if err := s.open(); err != nil {
+		return 0, err
+	}
+	n, err := s.f.Write(p)
+	if err != nil {
+		s.err = fmt.Errorf("spool the sandbox's changes: %w", err)
+	}
+	return n, err
+}
+
+// open creates the file and writes what was held in memory.
+func (s *spool) open() error {
+	if s.f != nil || s.err != nil {
+		return s.err
+	}
+	f, err := os.OpenFile(s.path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err == nil {
+		if _, err = f.Write(s.buf); err != nil {
+			f.Close()
+		}
+	}
+	if err != nil {
+		s.err = fmt.Errorf("spool the sandbox's changes: %w", err)
+		return s.err
+	}
+	s.f, s.buf = f, nil
+	return nil
+}
+
+func (s *spool) sync() error {
+	if err := s.open(); err != nil {
+		return err
+	}
+	return s.f.Sync()
+}
+
+func (s *spool) close() error {
+	if s.f == nil {
+		return nil
+	}
+	return s.f.Close()
 }
 
 // hostLinks looks symlinks up for CheckLinkTree: those earlier in the same
