@@ -110,15 +110,25 @@ const killFunc = `sbx_kill() {
 
 // wrapperScript's arguments: the exec id, the directory, merge (1: stderr
 // into stdout), the marker, stdin (1: one was given), the lookup path, the
-// number of environment entries, then the entries and the argv. The command
-// line it evals names positional parameters only, never their values.
-const wrapperScript = killFunc + `id=$1 dir=$2 merge=$3 mark=$4 in=$5 lp=$6 ne=$7; shift 7
+// number of environment entries, the number of argv entries, fd 3 (1: the
+// command gets one; else it is closed), fd 4's bytes as a printf format of
+// octal escapes ("" closes it), then the entries, the argv and the fallback
+// argv (sandbox.Cmd.Fallback: run instead where the argv's program is an
+// absolute path that is not an executable file). The command line it evals
+// names positional parameters only, never their values.
+const wrapperScript = killFunc + `id=$1 dir=$2 merge=$3 mark=$4 in=$5 lp=$6 ne=$7 na=$8 w3=$9 f4=${10}; shift 10
 d=${TMPDIR:-/tmp}/.sbx-exec
 [ -d "$d" ] || { mkdir -p "$d"; chmod 700 "$d"; } 2>/dev/null
 f=$d/$id
 cd "$dir" || { printf '\036%s\036' "$mark"; exit 125; }
 [ "$merge" = 1 ] && exec 2>&1
-eval "prog=\${$((ne+1))}"
+a=$((ne+1)) n=$na
+eval "prog=\${$a}"
+if [ $# -gt $((ne+na)) ]; then
+  case $prog in /*)
+    if ! { [ -f "$prog" ] && [ -x "$prog" ]; }; then a=$((ne+na+1)) n=$(($#-ne-na)); eval "prog=\${$a}"; fi ;;
+  esac
+fi
 case $prog in
 */*) ;;
 *)
@@ -136,24 +146,27 @@ case $prog in
 esac
 c="env -i" i=0
 while [ $i -lt "$ne" ]; do i=$((i+1)); c="$c \"\${$i}\""; done
-i=$((i+1)); c="$c \"\$prog\""
-while [ $i -lt $# ]; do i=$((i+1)); c="$c \"\${$i}\""; done
-exec 4<&0
+c="$c \"\$prog\"" i=$a
+while [ $i -lt $((a+n-1)) ]; do i=$((i+1)); c="$c \"\${$i}\""; done
+r3='3>&-' r4='4<&-'
+[ "$w3" = 1 ] && r3='3>"$f.fd3"'
+[ -n "$f4" ] && { printf "$f4" >"$f.fd4"; r4='4<"$f.fd4"'; }
+exec 5<&0
 if command -v setsid >/dev/null 2>&1; then
-  eval "setsid $c <&4 3>\"\$f.fd3\" 4<&- &"
+  eval "setsid $c <&5 $r3 $r4 5<&- &"
 else
-  set -m; eval "$c <&4 3>\"\$f.fd3\" 4<&- &"
+  set -m; eval "$c <&5 $r3 $r4 5<&- &"
 fi
 pid=$!
 echo "$pid $$" >"$f.pid"
-exec 4<&-
+exec 5<&-
 wait $pid; rc=$?
 sbx_kill $pid
 printf '\036%s\036' "$mark"
 [ -s "$f.fd3" ] && head -c 4098 "$f.fd3"
-rm -f "$f.fd3" "$f.pid"
-# (a background list's stdin is /dev/null before its redirections: hence fd 4)
-[ "$in" = 1 ] && { exec 4<&0; cat <&4 >/dev/null 2>&1 4<&- & }
+rm -f "$f.fd3" "$f.fd4" "$f.pid"
+# (a background list's stdin is /dev/null before its redirections: hence fd 5)
+[ "$in" = 1 ] && { exec 5<&0; cat <&5 >/dev/null 2>&1 5<&- & }
 exit $rc`
 
 // killScript kills the tree of the running command whose exec id is $1.
@@ -233,7 +246,10 @@ func (s *Sandbox) execWrapper(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Re
 	start := time.Now()
 	id, mark := randomID(), randomID()
 	merge := cmd.Stdout != nil && cmd.Stdout == cmd.Stderr
-	argv := append([]string{"/bin/sh", "-c"}, wrapperArgs(id, cmd.Dir, merge, mark, cmd.Stdin != nil, cmd.Env, cmd.Argv)...)
+	if len(cmd.Fd4) > sandbox.MaxFd4 {
+		return sandbox.Result{}, fmt.Errorf("exec: fd 4 of %d bytes is over its bound of %d", len(cmd.Fd4), sandbox.MaxFd4)
+	}
+	argv := append([]string{"/bin/sh", "-c"}, cmdWrapperArgs(id, cmd.Dir, merge, mark, cmd.Stdin != nil, cmd.Fd3 != nil, cmd.Fd4, cmd.Env, cmd.Argv, cmd.Fallback)...)
 	out := newFd3Splitter(orDiscard(cmd.Stdout), "\x1e"+mark+"\x1e")
 	var errw io.Writer
 	if !merge && cmd.Stderr != nil {
@@ -296,11 +312,30 @@ func (s *Sandbox) execWrapper(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Re
 	return s.result(ctx, err, start, out.Found())
 }
 
-// wrapperArgs are the arguments of sh -c that run argv with wrapperScript.
+// wrapperArgs are the arguments of sh -c that run argv with wrapperScript,
+// with fd 3 and without fd 4 or a fallback.
 func wrapperArgs(id, dir string, merge bool, mark string, stdin bool, env, argv []string) []string {
-	args := []string{wrapperScript, "sbx", id, dir, boolArg(merge), mark, boolArg(stdin), lookupPath(env), strconv.Itoa(len(env))}
+	return cmdWrapperArgs(id, dir, merge, mark, stdin, true, nil, env, argv, nil)
+}
+
+// cmdWrapperArgs are the arguments of sh -c that run argv (or fallback)
+// with wrapperScript.
+func cmdWrapperArgs(id, dir string, merge bool, mark string, stdin, fd3 bool, fd4 []byte, env, argv, fallback []string) []string {
+	args := []string{wrapperScript, "sbx", id, dir, boolArg(merge), mark, boolArg(stdin), lookupPath(env), strconv.Itoa(len(env)),
+		strconv.Itoa(len(argv)), boolArg(fd3), octalFormat(fd4)}
 	args = append(args, env...)
-	return append(args, argv...)
+	args = append(args, argv...)
+	return append(args, fallback...)
+}
+
+// octalFormat is a printf format that prints b exactly: every byte as an
+// octal escape (argv cannot carry a NUL; nothing in it is a conversion).
+func octalFormat(b []byte) string {
+	var s strings.Builder
+	for _, c := range b {
+		fmt.Fprintf(&s, "\\%03o", c)
+	}
+	return s.String()
 }
 
 // lookupPath is where the wrapper looks a program up: the last PATH of env,

@@ -336,3 +336,50 @@ func TestKillScriptSparesOthers(t *testing.T) {
 	default:
 	}
 }
+
+// The wrapper carries sandbox.Cmd's Fd4 (any bytes, NUL included, on fd 4
+// of the command only), closes fd 3 when the command has none, and runs
+// Fallback where the argv's program is an absolute path that is not an
+// executable file (the engine's bash command on an image without bash).
+func TestWrapperFd4AndFallback(t *testing.T) {
+	sh := podShell(t)
+	run := func(fd3 bool, fd4 []byte, argv, fallback []string) (string, string, int) {
+		t.Helper()
+		mark := randomID()
+		args := append(append([]string{}, sh[1:]...), "-c")
+		args = append(args, cmdWrapperArgs("f4", "/", false, mark, false, fd3, fd4, []string{"PATH=/usr/bin:/bin"}, argv, fallback)...)
+		c := exec.Command(sh[0], args...)
+		c.Env = []string{"PATH=/usr/bin:/bin", "TMPDIR=" + t.TempDir()}
+		var out, errb bytes.Buffer
+		sp := newFd3Splitter(&out, "\x1e"+mark+"\x1e")
+		c.Stdout, c.Stderr = sp, &errb
+		c.Run()
+		sp.Flush()
+		return out.String() + "|" + string(sp.Trailer()), errb.String(), c.ProcessState.ExitCode()
+	}
+	in := "bin\x00\xff\\%s%%n\n" + strings.Repeat("x", sandbox.MaxFd4-20)
+	out, errs, code := run(false, []byte(in), []string{"sh", "-c", `cat <&4; exec 4<&-; [ -e /proc/self/fd/3 ] && echo fd3open >&2; cat /proc/self/fd/4 2>/dev/null || echo closed >&2`}, nil)
+	if code != 0 || out != in+"|" || errs != "closed\n" {
+		t.Errorf("fd 4: exit %d, read %d bytes (want the %d given, exactly), stderr %q", code, len(out)-1, len(in), errs)
+	}
+	out, _, code = run(true, nil, []string{"sh", "-c", `[ -e /proc/self/fd/4 ] && echo fd4open; echo three >&3`}, nil)
+	if code != 0 || out != "|three\n" {
+		t.Errorf("fd 3 without fd 4: exit %d, out %q; want fd 4 closed and fd 3 the report", code, out)
+	}
+	out, _, code = run(true, []byte("four"), []string{"/no/such/bash", "-c", "echo primary"}, []string{"sh", "-c", `echo fallback; cat <&4 >&3; exit 9`})
+	if code != 9 || out != "fallback\n|four" {
+		t.Errorf("missing program: exit %d, out %q; want the fallback with fd 3 and 4", code, out)
+	}
+	out, _, code = run(false, nil, []string{"/bin/sh", "-c", "echo primary"}, []string{"sh", "-c", "echo fallback"})
+	if code != 0 || out != "primary\n|" {
+		t.Errorf("present program: exit %d, out %q; want the argv, not the fallback", code, out)
+	}
+	out, _, _ = run(false, nil, []string{"/dev/null"}, []string{"sh", "-c", "echo fallback"})
+	if out != "fallback\n|" {
+		t.Errorf("a program that is not an executable file: out %q; want the fallback", out)
+	}
+	out, _, code = run(false, nil, []string{"sh", "-c", "echo primary"}, []string{"sh", "-c", "echo fallback"})
+	if code != 0 || out != "primary\n|" {
+		t.Errorf("a program looked up on PATH: out %q; want the argv (the fallback is only for absolute paths)", out)
+	}
+}
