@@ -196,10 +196,25 @@ func Forward(ctx context.Context, d Dialer, stateDir string, spec Spec, ready fu
 				done <- struct{}{}
 			}()
 			<-done
-			<-done
+			// One side has ended its sending; the other gets
+			// HalfCloseLinger to end its own, then both are closed.
+			linger := time.NewTimer(HalfCloseLinger)
+			defer linger.Stop()
+			select {
+			case <-done:
+			case <-linger.C:
+				c.Close()
+				sc.Close()
+				<-done
+			}
 		}()
 	}
 }
+
+// HalfCloseLinger is how long one side of a forwarded connection may stay
+// open after the other ended its sending: a sandbox whose server never
+// closes must not make the host keep a socket for every client that left.
+var HalfCloseLinger = 30 * time.Second
 
 // ErrSandboxGone means the forward ended because its sandbox did.
 var ErrSandboxGone = errors.New("the session's sandbox is gone")
