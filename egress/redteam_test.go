@@ -179,3 +179,49 @@ func TestOwnAddrCarried(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckNameForms: the spellings a sandbox can give a target, against a
+// name rule and a glob (these held; kept as regressions): case and one
+// trailing dot are the same name, everything else that is not a plain
+// ASCII host name is refused, never matched by a looser reading.
+func TestCheckNameForms(t *testing.T) {
+	p := &Proxy{Allow: mustAllow(t, "api.example.com", "*.cdn.example.com"), Resolve: func(context.Context, string) ([]netip.Addr, error) {
+		return []netip.Addr{netip.MustParseAddr("93.184.216.34")}, nil
+	}}
+	for _, tc := range []struct {
+		host string
+		ok   bool
+	}{
+		{"api.example.com", true},
+		{"API.Example.COM", true},
+		{"api.example.com.", true},
+		{"x.cdn.example.com", true},
+		{"X.CDN.EXAMPLE.COM.", true},
+		{"xn--bcher-kva.cdn.example.com", true}, // IDNA's ASCII form is a name like any other
+		{"api.example.com..", false},
+		{".api.example.com", false},
+		{"cdn.example.com", false}, // a glob's apex
+		{"api.example.com.evil.example", false},
+		{"evilapi.example.com", false},
+		{"x.evilcdn.example.com", false},
+		{"api\uff0eexample\uff0ecom", false}, // fullwidth dots
+		{"b\u00fccher.cdn.example.com", false},
+		{"api.example.com\x00.evil", false},
+		{"api.example.com%00", false},
+		{"api.example.com ", false},
+		{"*.cdn.example.com", false},
+		{"a*.cdn.example.com", false},
+		{"[api.example.com]", false},
+		{"api.example.com%25eth0", false},
+		{"[fe80::1%25eth0]", false},
+		{"[fe80::1%eth0]", false},
+		{"127.0.0.1.", false},
+		{"0x7f000001", false},
+		{"2130706433", false},
+	} {
+		_, err := p.Check(context.Background(), tc.host, 443)
+		if (err == nil) != tc.ok {
+			t.Errorf("Check(%q) = %v, want allowed=%v", tc.host, err, tc.ok)
+		}
+	}
+}
