@@ -125,6 +125,9 @@ func ParseRequest(b []byte) (Request, error) {
 	if err := r.check(); err != nil {
 		return Request{}, err
 	}
+	if len(r.Env) == 0 {
+		r.Env = nil // one form for "none"
+	}
 	return r, nil
 }
 

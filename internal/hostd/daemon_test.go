@@ -1,0 +1,335 @@
+package hostd_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sbx-sh/sbx/internal/testenv"
+	"github.com/sbx-sh/sbx/local"
+)
+
+// These tests drive the real sbx binary as a user does: kept sessions, the
+// daemon the first call starts, the calls it serves, a daemon killed, a
+// release; and the daemon's socket as another user would try it.
+
+var sbxBin, selfBin string
+
+// envDial makes this test binary a raw client of a daemon's socket (run as
+// another user): it sends one status request and prints the answer.
+const envDial = "HOSTD_TEST_DIAL"
+
+func TestMain(m *testing.M) {
+	local.Main()
+	if sock := os.Getenv(envDial); sock != "" {
+		os.Exit(dialAsStranger(sock))
+	}
+	dir, err := os.MkdirTemp("", "hostdbin")
+	if err != nil {
+		panic(err)
+	}
+	os.Chmod(dir, 0o755)
+	sbxBin = filepath.Join(dir, "sbx")
+	if err := testenv.Build(sbxBin, "../../cmd/sbx"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	// A copy of this binary another user may run (the go tool's build
+	// directory is private).
+	selfBin = filepath.Join(dir, "hostd.test")
+	if raw, err := os.ReadFile(os.Args[0]); err != nil || os.WriteFile(selfBin, raw, 0o755) != nil {
+		fmt.Fprintln(os.Stderr, "copy the test binary:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func dialAsStranger(sock string) int {
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		fmt.Printf("dial: %v\n", err)
+		return 0
+	}
+	defer c.Close()
+	body, _ := json.Marshal(map[string]string{"op": "status", "session": "hd", "key": strings.Repeat("0", 64)})
+	head := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
+	c.Write(append(head, body...))
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	raw, _ := io.ReadAll(c)
+	fmt.Printf("answer: %s\n", raw)
+	return 0
+}
+
+type world struct {
+	state, code string
+	env         []string
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	mk := func() string {
+		d, err := os.MkdirTemp("", "hostd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(d) })
+		return d
+	}
+	w := &world{state: mk(), code: mk()}
+	os.WriteFile(filepath.Join(w.code, "README"), []byte("hello\n"), 0o644)
+	w.env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + mk(), "XDG_STATE_HOME=" + w.state, "LANG=C", "SBX_DEBUG=1"}
+	t.Cleanup(func() { w.sbx(t, "release", "--all") })
+	return w
+}
+
+func (w *world) sessionDir(name string) string {
+	return filepath.Join(w.state, "sbx", "sessions", name)
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+func (w *world) sbx(t *testing.T, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, sbxBin, args...)
+	cmd.Dir, cmd.Env = w.code, w.env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run sbx %v: %v", args, err)
+	}
+	return result{stdout.String(), stderr.String(), code}
+}
+
+const (
+	viaDaemon = "the command runs through the session's host daemon"
+	itself    = "sbx exec runs the command itself"
+)
+
+// exec runs a kept exec of session hd and checks its exit status, and
+// whether the daemon ran it.
+func (w *world) exec(t *testing.T, daemon bool, command string) result {
+	t.Helper()
+	r := w.sbx(t, "exec", "--keep", "--session", "hd", "--", command)
+	if r.code != 0 {
+		t.Fatalf("sbx exec %q: exit %d\n%s", command, r.code, r.stderr)
+	}
+	if got := strings.Contains(r.stderr, viaDaemon); got != daemon {
+		t.Fatalf("sbx exec %q: through the daemon %v, want %v\n%s", command, got, daemon, r.stderr)
+	}
+	if !daemon && !strings.Contains(r.stderr, itself) {
+		t.Fatalf("sbx exec %q: no line saying it ran the command itself\n%s", command, r.stderr)
+	}
+	return r
+}
+
+// daemonPids are the pids of the session's daemons.
+func (w *world) daemonPids() []int {
+	var pids []int
+	for _, p := range testenv.HostProcs("__hostd\x00" + w.sessionDir("hd")) {
+		pid, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(strings.Fields(p)[0], "/proc/"), "/cmdline:"))
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// waitDaemon waits until a daemon other than old serves the session.
+func (w *world) waitDaemon(t *testing.T, old int) int {
+	t.Helper()
+	sock := filepath.Join(w.sessionDir("hd"), "hostd.sock")
+	var pid int
+	if !testenv.WaitFor(30*time.Second, func() bool {
+		pids := w.daemonPids()
+		if len(pids) != 1 || pids[0] == old {
+			return false
+		}
+		pid = pids[0]
+		c, err := net.Dial("unix", sock)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	}) {
+		log, _ := os.ReadFile(filepath.Join(w.sessionDir("hd"), "hostd.log"))
+		t.Fatalf("no daemon serves the session (pids %v, old %d, all %v); its log:\n%s", w.daemonPids(), old, testenv.HostProcs("__hostd"), log)
+	}
+	return pid
+}
+
+func served(t *testing.T, stderr string) int {
+	t.Helper()
+	i := strings.Index(stderr, " served=")
+	if i < 0 {
+		t.Fatalf("no served count in\n%s", stderr)
+	}
+	n, _ := strconv.Atoi(strings.Fields(stderr[i+len(" served="):])[0])
+	return n
+}
+
+func TestDaemonServesKeptExecs(t *testing.T) {
+	w := newWorld(t)
+	w.exec(t, false, "true")
+	pid := w.waitDaemon(t, 0)
+
+	// A host edit between calls is seen; the sandbox's changes come back.
+	os.WriteFile(filepath.Join(w.code, "README"), []byte("edited on the host\n"), 0o644)
+	r := w.exec(t, true, "cat README; echo from-sandbox > made.txt")
+	if r.stdout != "edited on the host\n" {
+		t.Fatalf("the sandbox read %q, want the host's edit", r.stdout)
+	}
+	if n := served(t, r.stderr); n != 1 {
+		t.Fatalf("served %d, want 1", n)
+	}
+	if b, _ := os.ReadFile(filepath.Join(w.code, "made.txt")); string(b) != "from-sandbox\n" {
+		t.Fatalf("made.txt on the host: %q", b)
+	}
+	// Many edits, a new directory, a removal: all seen by the watch.
+	os.MkdirAll(filepath.Join(w.code, "d", "e"), 0o755)
+	os.WriteFile(filepath.Join(w.code, "d", "e", "f"), []byte("deep\n"), 0o644)
+	os.Remove(filepath.Join(w.code, "made.txt"))
+	r = w.exec(t, true, "cat d/e/f; test ! -e made.txt && echo gone")
+	if r.stdout != "deep\ngone\n" {
+		t.Fatalf("after a new dir and a removal: %q", r.stdout)
+	}
+	if n := served(t, r.stderr); n != 2 {
+		t.Fatalf("served %d, want 2", n)
+	}
+	// The exit status, stdout and stderr pass through.
+	r = w.sbx(t, "exec", "--keep", "--session", "hd", "--", "echo out; echo err >&2; exit 7")
+	if r.code != 7 || r.stdout != "out\n" || !strings.Contains(r.stderr, "err\n") || !strings.Contains(r.stderr, viaDaemon) {
+		t.Fatalf("exit 7 through the daemon: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+
+	// The daemon killed between calls: the next call runs itself (a stale
+	// socket), loses nothing, and a new daemon follows.
+	syscall.Kill(pid, syscall.SIGKILL)
+	testenv.WaitFor(10*time.Second, func() bool { return len(w.daemonPids()) == 0 })
+	os.WriteFile(filepath.Join(w.code, "README"), []byte("after the kill\n"), 0o644)
+	r = w.exec(t, false, "cat README; echo again > made2.txt")
+	if r.stdout != "after the kill\n" {
+		t.Fatalf("after the daemon's death the sandbox read %q", r.stdout)
+	}
+	if b, _ := os.ReadFile(filepath.Join(w.code, "made2.txt")); string(b) != "again\n" {
+		t.Fatalf("made2.txt on the host: %q", b)
+	}
+	pid = w.waitDaemon(t, pid)
+
+	// Killed during a command: the caller says so; what the command wrote
+	// comes back with the next command.
+	cmd := exec.Command(sbxBin, "exec", "--keep", "--session", "hd", "--", "echo inflight > inflight.txt; echo ready; exec sleep 60.98765")
+	cmd.Dir, cmd.Env = w.code, w.env
+	pr, _ := cmd.StdoutPipe()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 6)
+	io.ReadFull(pr, buf)
+	syscall.Kill(pid, syscall.SIGKILL)
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 125 || !strings.Contains(stderr.String(), "ended during the command") {
+		t.Fatalf("daemon killed mid-command: %v\n%s", err, stderr.String())
+	}
+	r = w.exec(t, false, "cat inflight.txt")
+	if r.stdout != "inflight\n" {
+		t.Fatalf("the next command saw %q", r.stdout)
+	}
+	if b, _ := os.ReadFile(filepath.Join(w.code, "inflight.txt")); string(b) != "inflight\n" {
+		t.Fatalf("what the interrupted command wrote is not on the host: %q", b)
+	}
+	w.waitDaemon(t, pid)
+
+	// Release stops it: no process of the session is left.
+	if r := w.sbx(t, "release", "--session", "hd"); r.code != 0 {
+		t.Fatalf("release: %d %s", r.code, r.stderr)
+	}
+	if p := testenv.HostProcs(w.sessionDir("hd")); len(p) > 0 {
+		t.Fatalf("processes left after the release: %v", p)
+	}
+}
+
+// A daemon ends when its session goes without it: the state removed (a
+// release by another process, as sbx-mcp's release tool does).
+func TestDaemonEndsWithItsSession(t *testing.T) {
+	w := newWorld(t)
+	w.exec(t, false, "true")
+	w.waitDaemon(t, 0)
+	os.RemoveAll(filepath.Join(w.sessionDir("hd"), "info.json"))
+	os.Remove(filepath.Join(w.sessionDir("hd"), "hostd.sock"))
+	if !testenv.WaitFor(20*time.Second, func() bool { return len(w.daemonPids()) == 0 }) {
+		t.Fatalf("the daemon outlived its session: %v", w.daemonPids())
+	}
+}
+
+// Another user cannot use the socket even when it can reach it: the daemon
+// checks the peer's uid.
+func TestDaemonRefusesAnotherUser(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Fatal("this test switches to the user nobody (65534): run it as root (the CI does)")
+	}
+	w := newWorld(t)
+	w.exec(t, false, "true")
+	w.waitDaemon(t, 0)
+	sock := filepath.Join(w.sessionDir("hd"), "hostd.sock")
+	// Open the way for the stranger: what the private state dir forbids.
+	for d := w.sessionDir("hd"); d != filepath.Dir(w.state); d = filepath.Dir(d) {
+		os.Chmod(d, 0o755)
+	}
+	os.Chmod(sock, 0o777)
+	as := func(uid string) string {
+		cmd := exec.Command("setpriv", "--reuid="+uid, "--regid="+uid, "--clear-groups", "--", selfBin)
+		cmd.Env = []string{envDial + "=" + sock}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("dial as %s: %v\n%s", uid, err, out)
+		}
+		return string(out)
+	}
+	if out := as("65534"); !strings.Contains(out, "serves only uid 0") {
+		t.Fatalf("the daemon answered another user: %s", out)
+	}
+	// The same request from its own user passes the uid check (and
+	// stops at the next, the set-up's key): the refusal above is the uid's.
+	if out := as("0"); !strings.Contains(out, "another set-up") {
+		t.Fatalf("the daemon's answer to its own user: %s", out)
+	}
+	os.Chmod(w.sessionDir("hd"), 0o700)
+}
+
+// A client refuses a state dir others may enter, and runs the command
+// itself.
+func TestClientRefusesAnOpenStateDir(t *testing.T) {
+	w := newWorld(t)
+	w.exec(t, false, "true")
+	w.waitDaemon(t, 0)
+	os.Chmod(w.sessionDir("hd"), 0o755)
+	r := w.exec(t, false, "true")
+	if !strings.Contains(r.stderr, "is not a private directory") {
+		t.Fatalf("no reason given:\n%s", r.stderr)
+	}
+	os.Chmod(w.sessionDir("hd"), 0o700)
+	w.exec(t, true, "true")
+}
