@@ -58,16 +58,9 @@ func TestNpmThroughAllowNet(t *testing.T) {
 func TestInjectNeverInSandbox(t *testing.T) {
 	const secret = "sbx-test-secret-9f2c41"
 	w := newWorld(t)
-	// The server's certificate, from a CA of its own that the proxy's
-	// process trusts (SSL_CERT_FILE) and the sandbox does not.
-	srvCA, err := egress.NewCA([]string{"localhost"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, _ := srvCA.Leaf("localhost")
 	var mu sync.Mutex
 	var seen []string
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	port, env := injectServer(t, w, secret, func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		seen = append(seen, r.Header.Get("Authorization"))
 		mu.Unlock()
@@ -76,21 +69,7 @@ func TestInjectNeverInSandbox(t *testing.T) {
 			return
 		}
 		fmt.Fprintln(w, "authorized")
-	}))
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{*leaf}}
-	srv.StartTLS()
-	defer srv.Close()
-	port := strconv.Itoa(srv.Listener.Addr().(*net.TCPAddr).Port)
-	roots := filepath.Join(tempDir(t), "roots.pem")
-	os.WriteFile(roots, srvCA.CertPEM(), 0o644)
-	tokenFile := filepath.Join(tempDir(t), "token")
-	os.WriteFile(tokenFile, []byte(secret+"\n"), 0o600)
-	cfgDir := filepath.Join(w.home, ".config", "sbx")
-	os.MkdirAll(cfgDir, 0o700)
-	os.WriteFile(filepath.Join(cfgDir, "config.toml"), []byte(fmt.Sprintf(
-		"allow_net = [\"localhost:%[1]s\", \"127.0.0.1:%[1]s\", \"[::1]:%[1]s\"]\n\n[[inject]]\nhost = \"localhost\"\nport = %[1]s\nheader = \"Authorization\"\nprefix = \"Bearer \"\nfile = %[2]q\n",
-		port, tokenFile)), 0o600)
-	env := []string{"SSL_CERT_FILE=" + roots, "XDG_CACHE_HOME=" + tempDir(t), "SBX_TEST_TOKEN=" + secret}
+	})
 	// localhost is in NO_PROXY for the sandbox's own servers; the test's
 	// host is the host's, so this curl is told to use the proxy anyway.
 	script := "curl -sS --noproxy '' -H 'Authorization: Bearer placeholder' https://localhost:" + port + "/api; echo; " +
@@ -116,6 +95,36 @@ func TestInjectNeverInSandbox(t *testing.T) {
 	if !strings.Contains(r.stdout, "SSL_CERT_FILE=/etc/sbx/ca-bundle.pem") {
 		t.Fatalf("no CA bundle announced:\n%s", r.stdout)
 	}
+}
+
+// injectServer starts a local HTTPS server for localhost on 127.0.0.1
+// serving h, with a certificate from a CA of its own that the proxy's
+// process trusts (SSL_CERT_FILE) and the sandbox does not, and writes the
+// user's config: allow_net for it and an inject of "Authorization: Bearer
+// secret" read from a host file. It returns the port and the environment
+// for sbx.
+func injectServer(t *testing.T, w *world, secret string, h http.HandlerFunc) (string, []string) {
+	t.Helper()
+	srvCA, err := egress.NewCA([]string{"localhost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, _ := srvCA.Leaf("localhost")
+	srv := httptest.NewUnstartedServer(h)
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{*leaf}}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	port := strconv.Itoa(srv.Listener.Addr().(*net.TCPAddr).Port)
+	roots := filepath.Join(tempDir(t), "roots.pem")
+	os.WriteFile(roots, srvCA.CertPEM(), 0o644)
+	tokenFile := filepath.Join(tempDir(t), "token")
+	os.WriteFile(tokenFile, []byte(secret+"\n"), 0o600)
+	cfgDir := filepath.Join(w.home, ".config", "sbx")
+	os.MkdirAll(cfgDir, 0o700)
+	os.WriteFile(filepath.Join(cfgDir, "config.toml"), []byte(fmt.Sprintf(
+		"allow_net = [\"localhost:%[1]s\", \"127.0.0.1:%[1]s\", \"[::1]:%[1]s\"]\n\n[[inject]]\nhost = \"localhost\"\nport = %[1]s\nheader = \"Authorization\"\nprefix = \"Bearer \"\nfile = %[2]q\n",
+		port, tokenFile)), 0o600)
+	return port, []string{"SSL_CERT_FILE=" + roots, "XDG_CACHE_HOME=" + tempDir(t), "SBX_TEST_TOKEN=" + secret}
 }
 
 // An inject for a host not in allow_net is refused at start, naming the key
