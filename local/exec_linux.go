@@ -3,6 +3,7 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +21,15 @@ import (
 // a writer that is not a file, and of the copy out of them (1 MiB, the
 // default pipe-max-size: an unprivileged process may set it).
 const outputPipeSize = 1 << 20
+
+// copyBuffers are the output copies' buffers, kept from command to
+// command: a new 1 MiB buffer for each stream of each command was most of
+// a warm command's allocation (and its clearing a good part of its CPU).
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, outputPipeSize); return &b }}
+
+// pushHeads hold the first inlineSync+1 bytes of a push, to tell a small
+// one (sent in the frame) from a large one.
+var pushHeads = sync.Pool{New: func() any { b := make([]byte, inlineSync+1); return &b }}
 
 // onlyWriter and onlyReader hide a writer's ReadFrom and a reader's
 // WriteTo (an *os.File's copies through 32 KiB), so that io.CopyBuffer uses
@@ -103,7 +113,9 @@ func (b *box) Exec(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, error
 		copiers.Add(1)
 		go func() {
 			defer copiers.Done()
-			io.CopyBuffer(onlyWriter{w}, onlyReader{r}, make([]byte, outputPipeSize))
+			buf := copyBuffers.Get().(*[]byte)
+			io.CopyBuffer(onlyWriter{w}, onlyReader{r}, *buf)
+			copyBuffers.Put(buf)
 			r.Close()
 		}()
 		return nil
@@ -152,17 +164,35 @@ func (b *box) Exec(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, error
 	req.Fd4, req.Fallback = cmd.Fd4, cmd.Fallback
 	if cmd.Sync != nil {
 		req.Sync = cmd.Sync.Request
-		pr, pw, err := pipe()
-		if err != nil {
-			return sandbox.Result{}, err
+		// A small push (a no-change round trip's) travels in the frame;
+		// a larger one goes on through a pipe after what was read.
+		buf := pushHeads.Get().(*[]byte)
+		head := *buf
+		n, err := io.ReadFull(cmd.Sync.Push, head)
+		switch {
+		case err == io.EOF || err == io.ErrUnexpectedEOF:
+			req.Push = bytes.Clone(head[:n])
+			pushHeads.Put(buf)
+		case err != nil:
+			pushHeads.Put(buf)
+			return sandbox.Result{}, fmt.Errorf("read the sync's push: %w", err)
+		default:
+			pr, pw, err := pipe()
+			if err != nil {
+				pushHeads.Put(buf)
+				return sandbox.Result{}, err
+			}
+			pass("push", pr)
+			closers = append(closers, pr)
+			// Ends when the helper has read it all, or closed its end.
+			go func() {
+				if _, err := pw.Write(head); err == nil {
+					io.Copy(pw, cmd.Sync.Push)
+				}
+				pw.Close()
+				pushHeads.Put(buf)
+			}()
 		}
-		pass("push", pr)
-		closers = append(closers, pr)
-		// Ends when the helper has read it all, or closed its end.
-		go func() {
-			io.Copy(pw, cmd.Sync.Push)
-			pw.Close()
-		}()
 		if err := output("pull", cmd.Sync.Pull); err != nil {
 			return sandbox.Result{}, err
 		}
@@ -197,6 +227,12 @@ func (b *box) Exec(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, error
 		}
 	}
 	copiers.Wait()
+	if cmd.Sync != nil && len(r.Pull) > 0 {
+		if len(r.Pull) > inlineSync {
+			return sandbox.Result{}, fmt.Errorf("%w: the sandbox sent a pull of %d bytes in its reply, over the bound of %d", sandbox.ErrLost, len(r.Pull), inlineSync)
+		}
+		cmd.Sync.Pull.Write(r.Pull)
+	}
 	if cmd.Fd3 != nil && len(r.Fd3) > 0 {
 		sandbox.Fd3Writer(cmd.Fd3).Write(r.Fd3)
 	}

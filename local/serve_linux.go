@@ -171,7 +171,7 @@ func (s *server) exec(c *conn, req *request, files []*os.File) {
 	}
 	// The worker looks the program up on the command's PATH (runner.Run).
 	wreq := workerExec{Argv: req.Argv, Env: req.Env, Dir: req.Dir, TTY: req.TTY, Fds: req.Fds, StderrToStdout: req.StderrToStdout, Sync: req.Sync,
-		Fd3: req.Fd3, Fd4: req.Fd4, Fallback: req.Fallback}
+		Fd3: req.Fd3, Fd4: req.Fd4, Fallback: req.Fallback, Push: req.Push}
 	start := time.Now()
 	w, err := s.handOff(&wreq, files)
 	closeAll(files)
@@ -180,7 +180,9 @@ func (s *server) exec(c *conn, req *request, files []*os.File) {
 		return
 	}
 	// The worker says when the command runs, with the terminal's master side
-	// for a TTY command; pass both on.
+	// for a TTY command; pass both on (only the terminal's client needs
+	// it: for any other command the host waits for the end alone, and one
+	// frame less is one wake-up less on each side).
 	var started reply
 	sfiles, err := w.c.readFrame(&started)
 	if err != nil {
@@ -188,7 +190,9 @@ func (s *server) exec(c *conn, req *request, files []*os.File) {
 		c.writeFrame(reply{Done: true, Error: "worker lost: " + err.Error()})
 		return
 	}
-	err = c.writeFrame(started, sfiles...)
+	if req.TTY || started.Done {
+		err = c.writeFrame(started, sfiles...)
+	}
 	closeAll(sfiles)
 	if started.Done {
 		s.putWorker(w)

@@ -58,6 +58,9 @@ type request struct {
 	Fd4 []byte `json:"fd4,omitempty"`
 	// Fallback is sandbox.Cmd.Fallback.
 	Fallback []string `json:"fallback,omitempty"`
+	// Push is the whole push stream when it is small (at most inlineSync
+	// bytes): it then comes in the frame instead of as a "push" descriptor.
+	Push []byte `json:"push,omitempty"`
 	// Port is the sandbox loopback port of a "dial" (port_linux.go).
 	Port int `json:"port,omitempty"`
 }
@@ -81,7 +84,15 @@ type reply struct {
 	Sync json.RawMessage `json:"sync,omitempty"`
 	// Fd3 is what the command wrote to its fd 3, when the exec asked for it.
 	Fd3 []byte `json:"fd3,omitempty"`
+	// Pull is the whole pull stream when it stayed small (at most
+	// inlineSync bytes): the "pull" descriptor then got nothing.
+	Pull []byte `json:"pull,omitempty"`
 }
+
+// inlineSync bounds a push or pull carried in a frame instead of a pipe:
+// a no-change round trip's streams (an empty patch per code dir) fit, a
+// real change set goes through the pipe as before.
+const inlineSync = 64 << 10
 
 // conn wraps a unix socket with framing and descriptor passing.
 type conn struct {

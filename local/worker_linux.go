@@ -52,6 +52,8 @@ type workerExec struct {
 	Fd3      bool     `json:"fd3,omitempty"`
 	Fd4      []byte   `json:"fd4,omitempty"`
 	Fallback []string `json:"fallback,omitempty"`
+	// Push is the push stream when it came in the request's frame.
+	Push []byte `json:"push,omitempty"`
 }
 
 const fdWorker = 3
@@ -176,9 +178,13 @@ func runOne(c *conn, req *workerExec, files []*os.File) reply {
 	}
 	if f, ok := stdio["push"]; ok {
 		rc.Push = f
+	} else if req.Sync != nil {
+		rc.Push = bytes.NewReader(req.Push) // small: it came in the frame
 	}
+	var pull *inlinePull
 	if f, ok := stdio["pull"]; ok {
-		rc.Pull = f
+		pull = &inlinePull{pipe: f}
+		rc.Pull = pull
 	}
 	iso := &workerIsolation{c: c, req: req, files: files}
 	// A terminal comes from the sandbox's own devpts, so that the command's
@@ -197,7 +203,34 @@ func runOne(c *conn, req *workerExec, files []*os.File) reply {
 	if fd3.Len() > 0 {
 		r.Fd3 = fd3.Bytes()
 	}
+	if pull != nil && !pull.spilled {
+		r.Pull = pull.buf
+	}
 	return r
+}
+
+// inlinePull holds the pull in memory while it is small, for the reply's
+// frame; past inlineSync bytes it writes what it holds and the rest to the
+// pull pipe.
+type inlinePull struct {
+	pipe    *os.File
+	buf     []byte
+	spilled bool
+}
+
+func (p *inlinePull) Write(b []byte) (int, error) {
+	if !p.spilled && len(p.buf)+len(b) <= inlineSync {
+		p.buf = append(p.buf, b...)
+		return len(b), nil
+	}
+	if !p.spilled {
+		p.spilled = true
+		if _, err := p.pipe.Write(p.buf); err != nil {
+			return 0, err
+		}
+		p.buf = nil
+	}
+	return p.pipe.Write(b)
 }
 
 // workerIsolation is the worker's part of a command: a session of its own

@@ -3,6 +3,8 @@ package session
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -246,5 +248,34 @@ func TestNoChangePullMakesNoSpoolFile(t *testing.T) {
 	run(t, s, "/bin/bash", "echo x > new.txt")
 	if got := created(); !slices.Contains(got, "pull.spool") {
 		t.Errorf("a round trip bringing a file back created %q, want pull.spool among them", got)
+	}
+}
+
+// TestPushAndPullAroundTheInlineBound: the local backend carries a small
+// push or pull in its frames and a larger one through a pipe; files of
+// sizes on both sides of that bound (64 KiB) travel intact both ways.
+func TestPushAndPullAroundTheInlineBound(t *testing.T) {
+	f := newFixture(t)
+	s := f.open(t, "inline", false)
+	run(t, s, "/bin/bash", "true")
+	for _, n := range []int{1, 60 << 10, 63<<10 + 512, 64 << 10, 65 << 10, 300 << 10} {
+		in := make([]byte, n)
+		for i := range in {
+			in[i] = byte(i*7 + n)
+		}
+		write(t, filepath.Join(f.code, "in.bin"), string(in), 0o644)
+		sum := fmt.Sprintf("%x", sha256.Sum256(in))
+		out, o := run(t, s, "/bin/bash", fmt.Sprintf("sha256sum < in.bin | cut -d' ' -f1; head -c %d /dev/urandom > out.bin", n))
+		if o.ExitCode != 0 || strings.TrimSpace(out) != sum {
+			t.Fatalf("push of %d bytes: the sandbox read %q (exit %d), want %s", n, out, o.ExitCode, sum)
+		}
+		got, err := os.ReadFile(filepath.Join(f.code, "out.bin"))
+		if err != nil || len(got) != n {
+			t.Fatalf("pull of %d bytes: the host has %d (%v)", n, len(got), err)
+		}
+		out, _ = run(t, s, "/bin/bash", "sha256sum < out.bin | cut -d' ' -f1")
+		if want := fmt.Sprintf("%x", sha256.Sum256(got)); strings.TrimSpace(out) != want {
+			t.Fatalf("pull of %d bytes: the host's copy differs from the sandbox's", n)
+		}
 	}
 }

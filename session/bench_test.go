@@ -3,7 +3,9 @@ package session
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/sbx-sh/sbx/internal/testtree"
 	"github.com/sbx-sh/sbx/local"
@@ -112,4 +114,77 @@ func BenchmarkExecParts(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkExecPartsInterleaved runs the parts of BenchmarkExecParts
+// round-robin on one warm sandbox, b.N rounds, and reports each part's
+// median (ms-<part>) and the whole Session.Exec against a raw
+// `/bin/bash -c true` (x-raw-bash): on a shared, loaded machine only
+// interleaved figures compare.
+//
+//	go test ./session -run XXX -bench ExecPartsInterleaved -benchtime 300x
+func BenchmarkExecPartsInterleaved(b *testing.B) {
+	ctx := context.Background()
+	mgr := NewManager(tempDir(b), &local.Provider{Version: "bench"}, nil)
+	s, err := mgr.Open(ctx, "bench", Params{CodeDirs: []string{tempDir(b)}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Release(ctx)
+	for i := 0; i < 2; i++ {
+		if _, err := s.Exec(ctx, Run{Command: "true"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	sb := s.sb
+	raw := func(a ...string) func() error {
+		return func() error {
+			res, err := sb.Exec(ctx, &sandbox.Cmd{Argv: a, Env: BaseEnv(false)})
+			if err == nil && res.ExitCode != 0 {
+				err = fmt.Errorf("exit %d", res.ExitCode)
+			}
+			return err
+		}
+	}
+	parts := []struct {
+		name string
+		run  func() error
+	}{
+		{"raw-true", raw("/bin/true")},
+		{"raw-bash", raw("/bin/bash", "-c", "true")},
+		{"bash-cmd", func() error { // the command Session.Exec runs, without the sync
+			s.mu.Lock()
+			cmd, _, _ := s.command(Run{Command: "true", Shell: "/bin/bash"}, true)
+			s.mu.Unlock()
+			_, err := sb.Exec(ctx, cmd)
+			return err
+		}},
+		{"sync-true", func() error {
+			_, _, err := s.roundTrip(ctx, sb, &sandbox.Cmd{Argv: []string{"/bin/true"}, Env: BaseEnv(false)})
+			return err
+		}},
+		{"session-exec", func() error {
+			_, err := s.Exec(ctx, Run{Command: "true", Shell: "/bin/bash"})
+			return err
+		}},
+	}
+	took := make([][]time.Duration, len(parts))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for j, p := range parts {
+			t0 := time.Now()
+			if err := p.run(); err != nil {
+				b.Fatalf("%s: %v", p.name, err)
+			}
+			took[j] = append(took[j], time.Since(t0))
+		}
+	}
+	b.StopTimer()
+	med := make([]float64, len(parts))
+	for j, p := range parts {
+		slices.Sort(took[j])
+		med[j] = float64(took[j][len(took[j])/2].Microseconds()) / 1000
+		b.ReportMetric(med[j], "ms-"+p.name)
+	}
+	b.ReportMetric(med[len(parts)-1]/med[1], "x-raw-bash")
 }
