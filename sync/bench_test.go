@@ -58,7 +58,9 @@ func bareWalk(root string) int {
 //	onefile     the same with one file changed (scan + diff + its patch)
 //	push        the initial push: patch the whole tree and apply it into an
 //	            empty directory, against tar c | tar x of the same tree, the
-//	            two run alternately in one loop (tar-ms, push-ms)
+//	            two run alternately in one loop (tar-ms, push-ms); and
+//	            placed as a new local sandbox's first push is (Round.Place,
+//	            then the helper's scan of the workspace: place-ms)
 //
 // x-walk is the ratio to the walk; x-tar the push's time over tar's.
 func BenchmarkSync(b *testing.B) {
@@ -113,7 +115,7 @@ func BenchmarkSync(b *testing.B) {
 			// side runs would bias the ratio by the order of the runs.
 			b.Run("push", func(b *testing.B) {
 				keep := b.TempDir()
-				var tarNS, pushNS int64
+				var tarNS, pushNS, placeNS int64
 				for i := 0; i < b.N; i++ {
 					tarRun := func() {
 						dst, _ := os.MkdirTemp(keep, "tar")
@@ -147,17 +149,47 @@ func BenchmarkSync(b *testing.B) {
 						}
 						pushNS += time.Since(t0).Nanoseconds()
 					}
-					if i%2 == 0 {
-						tarRun()
-						pushRun()
-					} else {
-						pushRun()
-						tarRun()
+					// The first push of a new local sandbox: the host
+					// places the tree into the workspace, the helper scans
+					// it for its manifest (Round.Place).
+					placeRun := func() {
+						dst, _ := os.MkdirTemp(keep, "place")
+						state, _ := os.MkdirTemp(keep, "state")
+						hstate, _ := os.MkdirTemp(keep, "hstate")
+						t0 := time.Now()
+						hs, _ := OpenHost(hstate, []HostDir{{Path: root}})
+						r, _, err := hs.Begin()
+						if err != nil {
+							b.Fatal(err)
+						}
+						if err := r.Place(0, dst); err != nil {
+							b.Fatal(err)
+						}
+						req := r.Request
+						req.StateDir = state
+						req.Dirs = append([]HelperDir(nil), req.Dirs...)
+						req.Dirs[0].Path = dst
+						helper, err := NewHelper(req)
+						if err != nil {
+							b.Fatal(err)
+						}
+						pr, pw := io.Pipe()
+						go func() { pw.CloseWithError(r.WritePush(pw)) }()
+						if err := helper.Apply(pr); err != nil {
+							b.Fatal(err)
+						}
+						placeNS += time.Since(t0).Nanoseconds()
+					}
+					runs := []func(){tarRun, pushRun, placeRun}
+					for k := range runs {
+						runs[(i+k)%len(runs)]()
 					}
 				}
 				b.ReportMetric(float64(tarNS)/float64(b.N)/1e6, "tar-ms")
 				b.ReportMetric(float64(pushNS)/float64(b.N)/1e6, "push-ms")
 				b.ReportMetric(float64(pushNS)/float64(tarNS), "x-tar")
+				b.ReportMetric(float64(placeNS)/float64(b.N)/1e6, "place-ms")
+				b.ReportMetric(float64(placeNS)/float64(tarNS), "place-x-tar")
 			})
 		})
 	}

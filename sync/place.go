@@ -45,11 +45,19 @@ import (
 //     for a placed dir.
 //
 // A Place that fails removes what it placed, and the push streams as
-// before.
+// before. On Linux before 5.6 (no openat2) and elsewhere, files are placed
+// through os.Root, which, like WritePatch, follows a symlink inside the
+// code dir at a directory of the path (a host directory swapped for a
+// link since the scan is then read through: the host user's own change,
+// never the sandbox's).
 
 // placeWorkers copy files at once: enough to keep two cores busy while
 // some wait on the disk.
 var placeWorkers = max(4, 2*runtime.GOMAXPROCS(0))
+
+// placeFast lets Linux place with the system calls themselves
+// (place_linux.go); tests turn it off to run the portable way.
+var placeFast = true
 
 // ErrNotPlaceable is a Place refused before anything was written: the round
 // is not the first of its sandbox side, or dst is not an empty directory.
@@ -147,7 +155,7 @@ func (p *placer) place(changes []Change) (int, error) {
 	var (
 		groups []*group
 		dirs   []Change // made without their own permissions yet
-		n      int
+		links  []Change
 	)
 	for _, c := range changes {
 		if c.Deleted {
@@ -156,22 +164,9 @@ func (p *placer) place(changes []Change) (int, error) {
 		e := c.Entry
 		switch {
 		case e.Mode.IsDir():
-			if err := p.dst.Mkdir(c.Path, e.Mode.Perm()|0o700); err != nil {
-				return 0, err
-			}
-			if err := p.own(nil, c.Path, false); err != nil {
-				return 0, err
-			}
 			dirs = append(dirs, c)
-			n++
 		case e.isLink():
-			if err := p.dst.Symlink(e.Link, c.Path); err != nil {
-				return 0, err
-			}
-			if err := p.own(nil, c.Path, true); err != nil {
-				return 0, err
-			}
-			n++
+			links = append(links, c)
 		case e.Mode.IsRegular():
 			dir := path.Dir(c.Path)
 			if len(groups) == 0 || groups[len(groups)-1].dir != dir {
@@ -181,6 +176,29 @@ func (p *placer) place(changes []Change) (int, error) {
 			g.files = append(g.files, c)
 		}
 	}
+	// The directories first, parents before children as Diff lists them;
+	// then the symlinks (never a parent of anything in the push).
+	if ok, err := p.fastDirs(dirs); err != nil {
+		return 0, err
+	} else if !ok {
+		for _, c := range dirs {
+			if err := p.dst.Mkdir(c.Path, c.Entry.Mode.Perm()|0o700); err != nil {
+				return 0, err
+			}
+			if err := p.own(nil, c.Path, false); err != nil {
+				return 0, err
+			}
+		}
+	}
+	for _, c := range links {
+		if err := p.dst.Symlink(c.Entry.Link, c.Path); err != nil {
+			return 0, err
+		}
+		if err := p.own(nil, c.Path, true); err != nil {
+			return 0, err
+		}
+	}
+	n := len(dirs) + len(links)
 	work := make(chan *group)
 	var (
 		wg     gosync.WaitGroup

@@ -2,7 +2,12 @@ package sync
 
 import (
 	"fmt"
+	"os"
 	"path"
+	"strconv"
+	"strings"
+	gosync "sync"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -90,7 +95,13 @@ func (p *placer) fastFile(sd, dd int, name string, buf *[]byte) (bool, error) {
 		return false, nil
 	}
 	perm := st.Mode & 0o777
-	out, err := openRetry(dd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	// Created with its permissions when the umask leaves them whole (a
+	// chmod less); else 0600 and a chmod.
+	mode, chmod := uint32(0o600), true
+	if um, ok := processUmask(); ok && perm&um == 0 {
+		mode, chmod = perm, false
+	}
+	out, err := openRetry(dd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
 	if err != nil {
 		return false, fmt.Errorf("create in the workspace: %w", err)
 	}
@@ -98,12 +109,11 @@ func (p *placer) fastFile(sd, dd int, name string, buf *[]byte) (bool, error) {
 	if err == nil && p.chown {
 		err = unix.Fchown(out, p.uid, p.gid)
 	}
-	if err == nil {
+	if err == nil && chmod {
 		err = unix.Fchmod(out, perm)
 	}
 	if err == nil {
-		ts := []unix.Timespec{st.Mtim, st.Mtim}
-		err = unix.UtimesNanoAt(dd, name, ts, unix.AT_SYMLINK_NOFOLLOW)
+		err = futimens(out, st.Mtim)
 	}
 	if cerr := unix.Close(out); err == nil {
 		err = cerr
@@ -167,6 +177,76 @@ func (p *placer) fastCopy(in, out int, size int64, buf *[]byte) error {
 	return nil
 }
 
+// fastDirs makes dirs (parents first) with mkdirat under a descriptor of
+// each one's parent, opened beneath dst without following links, instead
+// of a walk of the whole path per operation. ok is false when the kernel
+// lacks openat2.
+func (p *placer) fastDirs(dirs []Change) (ok bool, err error) {
+	if p.dstFd < 0 || len(dirs) == 0 {
+		return p.dstFd >= 0, nil
+	}
+	parents := map[string]int{}
+	defer func() {
+		for _, fd := range parents {
+			unix.Close(fd)
+		}
+	}()
+	for _, c := range dirs {
+		dir, name := path.Dir(c.Path), path.Base(c.Path)
+		pfd, known := parents[dir]
+		if !known {
+			if len(parents) >= 64 {
+				for _, fd := range parents {
+					unix.Close(fd)
+				}
+				clear(parents)
+			}
+			if pfd, err = beneath(p.dstFd, dir); err == unix.ENOSYS {
+				return false, nil
+			} else if err != nil {
+				return true, fmt.Errorf("open %s in the workspace: %w", dir, err)
+			}
+			parents[dir] = pfd
+		}
+		if err := unix.Mkdirat(pfd, name, uint32(c.Entry.Mode.Perm()|0o700)); err != nil {
+			return true, fmt.Errorf("mkdir %s: %w", c.Path, err)
+		}
+		if p.chown {
+			if err := unix.Fchownat(pfd, name, p.uid, p.gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				return true, fmt.Errorf("chown %s: %w", c.Path, err)
+			}
+		}
+	}
+	return true, nil
+}
+
+// futimens sets fd's atime and mtime to t (utimensat with a NULL path).
+func futimens(fd int, t unix.Timespec) error {
+	ts := [2]unix.Timespec{t, t}
+	_, _, e := unix.Syscall6(unix.SYS_UTIMENSAT, uintptr(fd), 0, uintptr(unsafe.Pointer(&ts[0])), 0, 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// processUmask reads the umask without changing it (umask(2) can only
+// set it, for the whole process): /proc/self/status says it since Linux
+// 4.7. Read once.
+var processUmask = gosync.OnceValues(func() (uint32, bool) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, false
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Umask:"); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32)
+			return uint32(n), err == nil
+		}
+	}
+	return 0, false
+})
+
 func openRetry(dir int, name string, flags int, mode uint32) (int, error) {
 	for {
 		fd, err := unix.Openat(dir, name, flags, mode)
@@ -179,6 +259,9 @@ func openRetry(dir int, name string, flags int, mode uint32) (int, error) {
 // openFds opens both trees' descriptors for fastFiles.
 func (p *placer) openFds(src, dst string) {
 	p.srcFd, p.dstFd = -1, -1
+	if !placeFast {
+		return
+	}
 	s, err := unix.Open(src, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return

@@ -9,3 +9,5 @@ func (p *placer) openFds(src, dst string) { p.srcFd, p.dstFd = -1, -1 }
 func (p *placer) closeFds() {}
 
 func (p *placer) fastFiles(string, []Change) (int, bool, error) { return 0, false, nil }
+
+func (p *placer) fastDirs([]Change) (bool, error) { return false, nil }

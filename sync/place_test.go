@@ -23,6 +23,8 @@ func placeTree(t *testing.T, root string) {
 	os.Chmod(filepath.Join(root, "bin/run.sh"), 0o755)
 	put(t, filepath.Join(root, "ro.txt"), "read only\n")
 	os.Chmod(filepath.Join(root, "ro.txt"), 0o444)
+	put(t, filepath.Join(root, "group.txt"), "group-writable: more than the umask lets a create make\n")
+	os.Chmod(filepath.Join(root, "group.txt"), 0o664)
 	put(t, filepath.Join(root, "locked/inside.txt"), "in a 0555 dir\n")
 	put(t, filepath.Join(root, "deep/x/y/z.txt"), "deep\n")
 	put(t, filepath.Join(root, "empty.txt"), "")
@@ -47,12 +49,14 @@ func placeTree(t *testing.T, root string) {
 // TestPlaceFirstPush: a new sandbox's first push written straight into its
 // workspace holds what the streamed one would (contents, modes, mtimes,
 // links, empty directories), nothing excluded, and the sync goes on from
-// there both ways.
+// there both ways; on Linux with the system calls themselves (with and
+// without the helper watching) and the portable way (os.Root).
 func TestPlaceFirstPush(t *testing.T) {
-	for _, watched := range []bool{false, true} {
-		t.Run(map[bool]string{false: "unwatched", true: "watched"}[watched], func(t *testing.T) {
-			WatchHelper = watched
-			defer func() { WatchHelper = false }()
+	for _, mode := range []string{"unwatched", "watched", "portable"} {
+		t.Run(mode, func(t *testing.T) {
+			WatchHelper = mode == "watched"
+			placeFast = mode != "portable"
+			defer func() { WatchHelper, placeFast = false, true }()
 			p := newPair(t)
 			p.place = true
 			placeTree(t, p.host)
@@ -72,7 +76,7 @@ func TestPlaceFirstPush(t *testing.T) {
 					t.Errorf("%s entered the sandbox: %v", f, err)
 				}
 			}
-			for _, f := range []string{"a.txt", "bin/run.sh", "ro.txt", "big.bin", "empty.txt", "locked/inside.txt", "deep/x/y/z.txt"} {
+			for _, f := range []string{"a.txt", "bin/run.sh", "ro.txt", "group.txt", "big.bin", "empty.txt", "locked/inside.txt", "deep/x/y/z.txt"} {
 				h, _ := os.Lstat(filepath.Join(p.host, f))
 				s, err := os.Lstat(filepath.Join(p.sandbox, f))
 				if err != nil {
