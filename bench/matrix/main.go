@@ -455,9 +455,24 @@ func (b *bench) initPid(session string) (int, error) {
 
 // sbx runs the CLI in the code dir its --code-dir names (sbx exec wants to
 // be inside one), else in the temp dir.
-func (b *bench) sbx(args ...string) (time.Duration, error) {
+func (b *bench) sbx(args ...string) (time.Duration, error) { return b.sbxEnv(nil, args...) }
+
+// waitDaemon waits until the kept session's host daemon (internal/hostd)
+// has its socket, so that the next call goes through it.
+func (b *bench) waitDaemon(name string) error {
+	sock := filepath.Join(b.state, "sbx", "sessions", name, "hostd.sock")
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(sock); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("session %s: no host daemon within 60 s (%s)", name, sock)
+}
+
+// sbxEnv is sbx with env added to the environment.
+func (b *bench) sbxEnv(env []string, args ...string) (time.Duration, error) {
 	c := exec.Command(b.sbxBin, args...)
-	c.Env, c.Dir = b.env, b.tmp
+	c.Env, c.Dir = append(append([]string(nil), b.env...), env...), b.tmp
 	if i := slices.Index(args, "--code-dir"); i >= 0 && i+1 < len(args) {
 		c.Dir = args[i+1]
 	}
@@ -819,18 +834,30 @@ func (b *bench) tree(n int) error {
 	}
 	row("no-change `bash true` after 10% were edited and synced", median(tr), median(em), "empty", goal)
 
-	// The CLI: sbx exec --keep -- true against a stat walk of the tree.
-	cli := fmt.Sprintf("cli%d", n)
-	if _, err := b.sbx("exec", "--keep", "--session", cli, "--code-dir", root, "--", "true"); err != nil {
+	// The CLI: sbx exec --keep -- true against a stat walk of the tree,
+	// without the host daemon (host_daemon = false: each call scans) and
+	// with it (internal/hostd: the session's daemon watches the tree),
+	// interleaved, and the same on an empty code dir.
+	noDaemon := []string{"SBX_HOST_DAEMON=false"}
+	cli, cliD := fmt.Sprintf("cli%d", n), fmt.Sprintf("clid%d", n)
+	emptyCLI, emptyD := "cliempty", "cliemptyd"
+	for _, c := range []struct {
+		name, dir string
+		env       []string
+	}{{cli, root, noDaemon}, {cliD, root, nil}, {emptyCLI, b.empty.dir, noDaemon}, {emptyD, b.empty.dir, nil}} {
+		if _, err := b.sbxEnv(c.env, "exec", "--keep", "--session", c.name, "--code-dir", c.dir, "--", "true"); err != nil {
+			return err
+		}
+	}
+	if err := b.waitDaemon(cliD); err != nil {
 		return err
 	}
-	emptyCLI := "cliempty"
-	if _, err := b.sbx("exec", "--keep", "--session", emptyCLI, "--code-dir", b.empty.dir, "--", "true"); err != nil {
+	if err := b.waitDaemon(emptyD); err != nil {
 		return err
 	}
-	var dc, dw, de []time.Duration
+	var dc, dd, dw, de, ded []time.Duration
 	for i := range calls + 2 {
-		c, err := b.sbx("exec", "--keep", "--session", cli, "--code-dir", root, "--", "true")
+		c, err := b.sbxEnv(noDaemon, "exec", "--keep", "--session", cli, "--code-dir", root, "--", "true")
 		if err != nil {
 			return err
 		}
@@ -838,18 +865,29 @@ func (b *bench) tree(n int) error {
 		if err != nil {
 			return err
 		}
-		e, err := b.sbx("exec", "--keep", "--session", emptyCLI, "--code-dir", b.empty.dir, "--", "true")
+		d, err := b.sbx("exec", "--keep", "--session", cliD, "--code-dir", root, "--", "true")
+		if err != nil {
+			return err
+		}
+		e, err := b.sbxEnv(noDaemon, "exec", "--keep", "--session", emptyCLI, "--code-dir", b.empty.dir, "--", "true")
+		if err != nil {
+			return err
+		}
+		ed, err := b.sbx("exec", "--keep", "--session", emptyD, "--code-dir", b.empty.dir, "--", "true")
 		if err != nil {
 			return err
 		}
 		if i >= 2 {
-			dc, dw, de = append(dc, c), append(dw, w), append(de, e)
+			dc, dd, dw, de, ded = append(dc, c), append(dd, d), append(dw, w), append(de, e), append(ded, ed)
 		}
 	}
-	row("`sbx exec --keep -- true`, no change, vs a stat walk (`find -printf`)", median(dc), median(dw), "find", "<= 1.5x")
-	row("the same vs `sbx exec --keep -- true` on an empty code dir", median(dc), median(de), "empty", "close with a watcher")
-	b.sbx("release", "--session", cli)
-	b.sbx("release", "--session", emptyCLI)
+	row("`sbx exec --keep -- true`, no change, no host daemon, vs a stat walk (`find -printf`)", median(dc), median(dw), "find", "<= 1.5x")
+	row("the same vs `sbx exec --keep -- true` on an empty code dir, no host daemon", median(dc), median(de), "empty", "")
+	row("`sbx exec --keep -- true`, no change, with the host daemon, vs the same on an empty code dir with it", median(dd), median(ded), "empty", "close")
+	row("the same with the host daemon vs a stat walk", median(dd), median(dw), "find", "")
+	for _, name := range []string{cli, cliD, emptyCLI, emptyD} {
+		b.sbx("release", "--session", name)
+	}
 	s.close()
 
 	// A repository cloned just before its session starts.
