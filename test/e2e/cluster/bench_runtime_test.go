@@ -100,7 +100,7 @@ func benchRuntimes(t *testing.T, md *strings.Builder) {
 		}
 		results = append(results, res)
 	}
-	fmt.Fprintf(md, "### gVisor against runc (the same pool, rendered by `cluster.RenderPool`, RuntimeClass gvisor or none; 5 claims each, 30 commands each)\n\n")
+	fmt.Fprintf(md, "### gVisor against runc (the same pool, rendered by `cluster.RenderPool` with the helper preinstalled, RuntimeClass gvisor or none; 5 claims each, 30 commands each)\n\n")
 	md.WriteString("Memory is the PSS of every process in the pod's memory cgroup (`/proc/<pid>/smaps_rollup`; under gVisor the sandbox kernel, its gofer and the systrap stubs, the application memory included; the per-pod containerd shim is outside the cgroup and not counted, for both runtimes). The helper's own RSS is `VmRSS` of the helper as seen in the pod.\n\n")
 	md.WriteString("| runtime | idle warm pod (PSS) | pod with the helper running | helper VmRSS in the pod | claim -> first exec | Sandbox.Exec `true` | raw client-go exec `true` |\n|---|---|---|---|---|---|---|\n")
 	for _, r := range results {
