@@ -31,6 +31,9 @@ const (
 	// interim (1xx) answers to one request.
 	DefaultResponseHeaderTimeout = 5 * time.Minute
 	MaxInterimResponses          = 10
+	// MaxConnsPerClient bounds the connections one client address holds
+	// open at once on a proxy shared by several (sbx proxy, for pods).
+	MaxConnsPerClient = 512
 )
 
 // Decision is one request the proxy judged, for the session's audit log.

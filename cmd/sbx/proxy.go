@@ -62,7 +62,7 @@ func proxyCmd(ctx context.Context, e *sbxcli.Env, args []string) int {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() { <-ctx.Done(); ln.Close() }()
-	if err := p.Serve(ln); err != nil && ctx.Err() == nil {
+	if err := p.Serve(egress.LimitConns(ln, egress.MaxConnsPerClient)); err != nil && ctx.Err() == nil {
 		return e.Fail(err)
 	}
 	return 0
