@@ -34,6 +34,9 @@ const (
 	// MaxConnsPerClient bounds the connections one client address holds
 	// open at once on a proxy shared by several (sbx proxy, for pods).
 	MaxConnsPerClient = 512
+	// MaxAuditField bounds a decision's Host and Reason (the sandbox names
+	// the host; up to MaxHeaderBytes of it).
+	MaxAuditField = 512
 )
 
 // Decision is one request the proxy judged, for the session's audit log.
@@ -202,6 +205,7 @@ func ownAddr(a netip.Addr, own []netip.Addr) bool {
 func (p *Proxy) audit(d Decision) {
 	if p.Audit != nil {
 		d.Time = time.Now().UTC()
+		d.Host, d.Reason = cut(d.Host), cut(d.Reason)
 		p.Audit(d)
 	}
 }
@@ -582,4 +586,13 @@ func (p *Proxy) failTunnel(tc io.Writer, host string, port, code int, why string
 	resp := &http.Response{StatusCode: code, ProtoMajor: 1, ProtoMinor: 1, Header: http.Header{"Content-Type": {"text/plain; charset=utf-8"}},
 		Body: io.NopCloser(strings.NewReader("sbx egress proxy: " + why + "; the connection is closed\n")), Close: true}
 	resp.Write(tc)
+}
+
+// cut shortens s to MaxAuditField bytes, saying so.
+func cut(s string) string {
+	if len(s) <= MaxAuditField {
+		return s
+	}
+	const more = "...(cut)"
+	return strings.ToValidUTF8(s[:MaxAuditField-len(more)], "") + more
 }

@@ -225,3 +225,20 @@ func TestCheckNameForms(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditFieldsBounded: what the sandbox names (a host of 30 KiB)
+// goes to the audit log cut to MaxAuditField bytes, so a bounded audit log
+// holds many decisions, not a few huge ones.
+func TestAuditFieldsBounded(t *testing.T) {
+	var log auditLog
+	p := &Proxy{Allow: mustAllow(t, "api.example.com"), Audit: log.add}
+	long := strings.Repeat("a", 30<<10) + ".example" // twice in the request: line and Host
+	refusalBody(t, p, long+":443")
+	ds := log.all()
+	if len(ds) != 1 {
+		t.Fatalf("audit: %+v, want one decision", ds)
+	}
+	if len(ds[0].Host) > MaxAuditField || len(ds[0].Reason) > MaxAuditField || !strings.HasPrefix(ds[0].Host, "aaaa") {
+		t.Fatalf("audit of a 30 KiB host: %d decisions, host %d bytes, reason %d bytes (bound %d)", len(ds), len(ds[0].Host), len(ds[0].Reason), MaxAuditField)
+	}
+}
