@@ -333,3 +333,32 @@ func TestClientRefusesAnOpenStateDir(t *testing.T) {
 	os.Chmod(w.sessionDir("hd"), 0o700)
 	w.exec(t, true, "true")
 }
+
+// An interrupted call through the daemon stops its command (exit 130, as
+// without a daemon), and the session goes on.
+func TestDaemonCallInterrupted(t *testing.T) {
+	w := newWorld(t)
+	w.exec(t, false, "true")
+	w.waitDaemon(t, 0)
+	cmd := exec.Command(sbxBin, "exec", "--keep", "--session", "hd", "--", "echo ready; exec sleep 60.4567")
+	cmd.Dir, cmd.Env = w.code, w.env
+	pr, _ := cmd.StdoutPipe()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 6)
+	io.ReadFull(pr, buf)
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 || !strings.Contains(stderr.String(), viaDaemon) {
+		t.Fatalf("interrupted exec through the daemon: %v\n%s", err, stderr.String())
+	}
+	if !testenv.WaitFor(10*time.Second, func() bool { return len(testenv.HostProcs("60.4567")) == 0 }) {
+		t.Fatalf("the command survived the interrupt: %v", testenv.HostProcs("60.4567"))
+	}
+	if r := w.exec(t, true, "echo still"); r.stdout != "still\n" {
+		t.Fatalf("after the interrupt: %q", r.stdout)
+	}
+}
