@@ -444,7 +444,13 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.WriteHeader(resp.StatusCode)
-	io.Copy(w, resp.Body)
+	if _, err := io.Copy(w, resp.Body); err != nil {
+		// The answer broke off (the server closed early, a trailer over
+		// the bound): end the sandbox's answer broken too, not with a
+		// clean last chunk that would pass a truncated body for whole.
+		p.audit(Decision{Kind: "http", Host: host, Port: port, Allowed: true, Addr: ap.String(), Reason: "upstream: the answer's body broke off: " + err.Error()})
+		panic(http.ErrAbortHandler)
+	}
 }
 
 // terminate serves HTTP inside a CONNECT tunnel to an inject host: TLS with

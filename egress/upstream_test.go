@@ -205,3 +205,64 @@ func TestInjectTunnelUpstreamTLSFailure(t *testing.T) {
 		})
 	}
 }
+
+// TestUpstreamTrailerBound: a chunked answer whose trailer is 1 MiB is cut
+// (net/http reads a trailer block only within its 4 KiB buffer): the
+// sandbox's read of that answer fails, and the trailer never reaches it,
+// through a terminated tunnel or a forwarded request. And a forwarded
+// answer the server cuts short ends broken for the sandbox too (it ended
+// with a clean last chunk: a truncated download looked whole).
+func TestUpstreamTrailerBound(t *testing.T) {
+	trailer := func(c net.Conn) {
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Long\r\n\r\n2000\r\n"+strings.Repeat("b", 0x2000)+"\r\n0\r\nX-Long: ")
+		chunk := strings.Repeat("a", 16<<10)
+		for sent := 0; sent < 1<<20; sent += len(chunk) {
+			if _, err := io.WriteString(c, chunk); err != nil {
+				return
+			}
+		}
+		io.WriteString(c, "\r\n\r\n")
+	}
+	check := func(t *testing.T, resp *http.Response) {
+		t.Helper()
+		_, err := io.ReadAll(resp.Body)
+		if err == nil || len(resp.Trailer.Get("X-Long")) > 4<<10 {
+			t.Fatalf("a 1 MiB trailer: read error %v, trailer of %d bytes; want the read cut and no trailer", err, len(resp.Trailer.Get("X-Long")))
+		}
+	}
+	t.Run("inject tunnel", func(t *testing.T) {
+		port, roots := rawUpstream(t, true, trailer)
+		tc, _ := injectTunnelAt(t, port, roots, nil, 30*time.Second)
+		io.WriteString(tc, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(tc), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, resp)
+	})
+	t.Run("forwarded, cut short", func(t *testing.T) {
+		port, _ := rawUpstream(t, false, func(c net.Conn) {
+			// More than the proxy buffers, so its header goes out first.
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2000\r\n"+strings.Repeat("b", 0x2000)+"\r\n")
+		})
+		c := startProxy(t, &Proxy{Allow: mustAllow(t, "127.0.0.1:"+port)}, nil)
+		resp, err := c.Get("http://127.0.0.1:" + port + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if b, err := io.ReadAll(resp.Body); err == nil {
+			t.Fatalf("an answer the server cut short reached the sandbox whole-looking: %q", b)
+		}
+	})
+	t.Run("forwarded", func(t *testing.T) {
+		port, _ := rawUpstream(t, false, trailer)
+		c := startProxy(t, &Proxy{Allow: mustAllow(t, "127.0.0.1:"+port)}, nil)
+		resp, err := c.Get("http://127.0.0.1:" + port + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		check(t, resp)
+	})
+}
