@@ -252,3 +252,47 @@ func TestForwardUsesAbsoluteFormHost(t *testing.T) {
 		t.Fatalf("the upstream got nothing; answer %d", resp.StatusCode)
 	}
 }
+
+// TestForwardAddsNoEncoding: the proxy forwards what the sandbox asked: no
+// "Accept-Encoding: gzip" of its own (net/http's Transport adds one and
+// then decompresses on the host, so a small hostile answer became a large
+// decompression on the host), and a compressed answer goes through as it is.
+func TestForwardAddsNoEncoding(t *testing.T) {
+	got := make(chan string, 2)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("Accept-Encoding")
+		if r.Header.Get("Accept-Encoding") != "" {
+			w.Header().Set("Content-Encoding", "gzip")
+		}
+		io.WriteString(w, "raw")
+	}))
+	defer srv.Close()
+	port := portOf(t, srv.URL)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go (&Proxy{Allow: mustAllow(t, "127.0.0.1:"+port)}).Serve(ln)
+	for _, ae := range []string{"", "gzip"} {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		req := "GET " + srv.URL + "/ HTTP/1.1\r\nHost: 127.0.0.1:" + port + "\r\n"
+		if ae != "" {
+			req += "Accept-Encoding: " + ae + "\r\n"
+		}
+		io.WriteString(c, req+"\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		c.Close()
+		if seen := <-got; seen != ae || string(body) != "raw" || resp.Header.Get("Content-Encoding") != map[string]string{"": "", "gzip": "gzip"}[ae] {
+			t.Fatalf("sandbox's Accept-Encoding %q: the upstream saw %q; the sandbox got %q with Content-Encoding %q", ae, seen, body, resp.Header.Get("Content-Encoding"))
+		}
+	}
+}

@@ -423,6 +423,9 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request) {
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return p.dial(ctx, ap) },
 		Proxy:       nil, DisableKeepAlives: true, ResponseHeaderTimeout: timeout,
 		MaxResponseHeaderBytes: MaxHeaderBytes,
+		// Transparent: no Accept-Encoding of the proxy's own, so no
+		// decompression on the host (a small answer can inflate without end).
+		DisableCompression: true,
 	}
 	defer tr.CloseIdleConnections()
 	resp, err := tr.RoundTrip(out)
