@@ -86,6 +86,9 @@ type Refused struct {
 	Host   string
 	Port   int
 	Reason string
+	// Allow is the allow_net entry that would allow it, when not the
+	// host itself (a listed name refused for its address: that address).
+	Allow string
 }
 
 func (e *Refused) Error() string {
@@ -146,6 +149,16 @@ func (p *Proxy) Check(ctx context.Context, host string, port int) (netip.AddrPor
 	var pick netip.Addr
 	for _, a := range addrs {
 		a = a.Unmap()
+		refuse := func(format string, args ...any) (netip.AddrPort, error) {
+			entry := a.String()
+			if a.Is6() {
+				entry = "[" + entry + "]"
+			}
+			if port != 80 && port != 443 {
+				entry += ":" + strconv.Itoa(port)
+			}
+			return netip.AddrPort{}, &Refused{Host: host, Port: port, Reason: fmt.Sprintf(format, args...), Allow: entry}
+		}
 		if why := NotPublic(a); why != "" && !p.Allow.AllowsAddr(a, port) {
 			return refuse("%s resolves to %s, %s, not a globally routable address (loopback, link-local, private, documentation, reserved, or one carrying such an address); a listed name may not lead into the host's own or any local network (list the address %s itself to allow it)", name, a, why, a)
 		}
@@ -243,6 +256,9 @@ func (p *Proxy) refuse(w http.ResponseWriter, kind, host string, port int, err e
 	reason := err.Error()
 	if errors.As(err, &r) {
 		reason = r.Reason
+		if r.Allow != "" {
+			target = r.Allow
+		}
 	}
 	body := fmt.Sprintf("sbx egress proxy: refused %s to %s: %s; %s\n", strings.ToUpper(kind), net.JoinHostPort(strings.Trim(host, "[]"), strconv.Itoa(port)), reason, fmt.Sprintf(how, target))
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

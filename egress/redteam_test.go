@@ -242,3 +242,22 @@ func TestAuditFieldsBounded(t *testing.T) {
 		t.Fatalf("audit of a 30 KiB host: %d decisions, host %d bytes, reason %d bytes (bound %d)", len(ds), len(ds[0].Host), len(ds[0].Reason), MaxAuditField)
 	}
 }
+
+// TestRefusalOfLocalAddressSaysWhatToList: a listed name refused for its
+// address tells the user to list that address, not the name (which is
+// listed already).
+func TestRefusalOfLocalAddressSaysWhatToList(t *testing.T) {
+	p := &Proxy{Allow: mustAllow(t, "mirror.example"), Resolve: func(context.Context, string) ([]netip.Addr, error) {
+		return []netip.Addr{netip.MustParseAddr("192.0.2.10")}, nil
+	}}
+	code, body := refusalBody(t, p, "mirror.example:443")
+	if code != http.StatusForbidden || !strings.Contains(body, "--allow-net 192.0.2.10") || strings.Contains(body, "--allow-net mirror.example") || !strings.Contains(body, "documentation") {
+		t.Fatalf("%d %q: want the address to list and why", code, body)
+	}
+	p = &Proxy{Allow: mustAllow(t, "mirror.example:8443"), Resolve: func(context.Context, string) ([]netip.Addr, error) {
+		return []netip.Addr{netip.MustParseAddr("fd00::7")}, nil
+	}}
+	if _, body := refusalBody(t, p, "mirror.example:8443"); !strings.Contains(body, "--allow-net [fd00::7]:8443") {
+		t.Fatalf("%q: want the bracketed address with its port", body)
+	}
+}
