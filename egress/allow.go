@@ -83,7 +83,8 @@ func ParseRule(s string) (Rule, error) {
 		if err != nil || !a.Is6() || a.Zone() != "" {
 			return Rule{}, fmt.Errorf("%q: %q is not an IPv6 address", in, host)
 		}
-		return Rule{Addr: a, Port: port}, nil
+		// A v4-mapped address is the IPv4 one (as the proxy compares).
+		return Rule{Addr: a.Unmap(), Port: port}, nil
 	}
 	if i := strings.LastIndexByte(s, ':'); i >= 0 {
 		if strings.Count(s, ":") > 1 {

@@ -24,6 +24,7 @@ func TestParseRule(t *testing.T) {
 		{in: "127.0.0.1:5000", want: "127.0.0.1:5000"},
 		{in: "[::1]:443", want: "[::1]:443"},
 		{in: "[fd00::1]", want: "[fd00::1]"},
+		{in: "[::ffff:10.0.0.5]:8080", want: "10.0.0.5:8080"}, // v4-mapped: the IPv4 address it is (it matched nothing)
 		{in: "", err: "empty entry"},
 		{in: "example.com:0", err: "out of range"},
 		{in: "example.com:65536", err: "out of range"},
