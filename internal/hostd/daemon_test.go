@@ -362,3 +362,33 @@ func TestDaemonCallInterrupted(t *testing.T) {
 		t.Fatalf("after the interrupt: %q", r.stdout)
 	}
 }
+
+// A daemon ends when its sandbox is gone (the init killed): it does not
+// hold, or claim anew, a session whose sandbox died.
+func TestDaemonEndsWithItsSandbox(t *testing.T) {
+	w := newWorld(t)
+	w.exec(t, false, "true")
+	pid := w.waitDaemon(t, 0)
+	raw, err := os.ReadFile(filepath.Join(w.sessionDir("hd"), "local.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Pid int `json:"pid"`
+	}
+	if err := json.Unmarshal(raw, &st); err != nil || st.Pid <= 1 {
+		t.Fatalf("no init pid in local.json: %s (%v)", raw, err)
+	}
+	syscall.Kill(st.Pid, syscall.SIGKILL)
+	if !testenv.WaitFor(60*time.Second, func() bool { return len(w.daemonPids()) == 0 }) {
+		t.Fatalf("the daemon (pid %d) outlived its sandbox", pid)
+	}
+	log, _ := os.ReadFile(filepath.Join(w.sessionDir("hd"), "hostd.log"))
+	if !strings.Contains(string(log), "the sandbox is gone") {
+		t.Fatalf("the daemon's log does not say why it ended:\n%s", log)
+	}
+	// The next call claims a new sandbox itself, as without a daemon.
+	if r := w.exec(t, false, "cat README"); r.stdout != "hello\n" {
+		t.Fatalf("after the sandbox's death: %q", r.stdout)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sbx-sh/sbx/internal/app"
+	"github.com/sbx-sh/sbx/sandbox"
 	"github.com/sbx-sh/sbx/session"
 )
 
@@ -167,7 +168,7 @@ func (d *daemon) watchLife() string {
 	}
 	t := time.NewTicker(tick)
 	defer t.Stop()
-	for {
+	for n := 1; ; n++ {
 		select {
 		case why := <-d.quit:
 			return why
@@ -179,7 +180,30 @@ func (d *daemon) watchLife() string {
 		if why := d.gone(); why != "" {
 			return why
 		}
+		if n%attachEvery == 0 && d.active.Load() == 0 {
+			if why := d.sandboxGone(); why != "" {
+				return why
+			}
+		}
 	}
+}
+
+// attachEvery is how many ticks pass between two checks that the sandbox
+// still serves (an attach, as sbx ls does).
+const attachEvery = 15
+
+// sandboxGone says why the session's sandbox no longer serves (killed,
+// expired), or "": the daemon then ends instead of claiming a new one
+// for the next command (the next sbx exec does that, as without a daemon).
+func (d *daemon) sandboxGone() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := d.w.Provider.Attach(ctx, sandbox.Spec{Name: d.name, StateDir: d.dir})
+	var stale *sandbox.StaleError
+	if errors.As(err, &stale) || errors.Is(err, sandbox.ErrNotFound) {
+		return "the sandbox is gone: " + err.Error()
+	}
+	return ""
 }
 
 // gone says why the daemon's session is no longer the one it holds, or "".
