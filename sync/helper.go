@@ -494,9 +494,9 @@ func (hd *helperDir) applyPlaced(push io.Reader) error {
 		return err
 	}
 	sc := &Scanner{Exclude: hd.ex}
-	m := Manifest{}
+	var m Manifest
 	if hd.watch != nil {
-		_, _, err = sc.Update(hd.d.Path, m, hd.watch)
+		m, err = sc.Rescan(hd.d.Path, nil, hd.watch)
 	} else {
 		m, err = sc.Scan(hd.d.Path, nil)
 	}

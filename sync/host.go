@@ -112,6 +112,11 @@ func (h *Host) rollback() {
 	if r == nil {
 		return
 	}
+	for _, i := range r.fromEmpty {
+		if i < len(h.st.Manifests) {
+			h.st.Manifests[i] = Manifest{}
+		}
+	}
 	for i, d := range h.dirs {
 		if i < len(r.undo) && r.undo[i] != nil && i < len(h.st.Manifests) {
 			r.undo[i].Apply(h.st.Manifests[i])
@@ -324,6 +329,9 @@ type Round struct {
 	settled int
 	// seen lists (some of) the host paths of the pull's items.
 	seen []string
+	// fromEmpty lists the watched dirs whose scan filled an empty
+	// manifest: a round that does not finish empties them again.
+	fromEmpty []int
 	// placed marks the code dirs whose push Place wrote into the
 	// workspace: their patch on the push stream is empty.
 	placed []bool
@@ -380,7 +388,22 @@ func (h *Host) Begin() (*Round, Report, error) {
 			changes []Change
 			err     error
 		)
-		if d.watch != nil {
+		if d.watch != nil && len(h.st.Manifests[i]) == 0 {
+			// Nothing synced yet (a new sandbox): the scan is the
+			// manifest, without Update's undo of every path (the round
+			// that does not finish empties it again).
+			cur, err = sc.Rescan(d.cfg.Path, nil, d.watch)
+			if err == nil {
+				changes = Diff(h.st.Manifests[i], cur)
+				h.st.Manifests[i] = cur
+				for len(r.undo) <= i {
+					r.undo = append(r.undo, nil)
+				}
+				r.undo[i] = nil
+				r.fromEmpty = append(r.fromEmpty, i)
+				h.open = r
+			}
+		} else if d.watch != nil {
 			// In place: the round undoes it if it does not finish.
 			cur = h.st.Manifests[i]
 			var u Undo

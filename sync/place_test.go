@@ -305,3 +305,29 @@ func TestPlacedOwner(t *testing.T) {
 		t.Fatalf("only %d entries placed", n)
 	}
 }
+
+// TestUnfinishedFirstRoundPushesAgain: a watching host's first round (an
+// empty manifest, filled by the scan without an undo of every path) that
+// does not finish is forgotten: the next round pushes the whole tree again.
+func TestUnfinishedFirstRoundPushesAgain(t *testing.T) {
+	p := newPair(t)
+	put(t, filepath.Join(p.host, "a.txt"), "a\n")
+	put(t, filepath.Join(p.host, "d/b.txt"), "b\n")
+	p.h.Watch(nil)
+	defer p.h.Close()
+	r, _, err := p.h.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(r.changes[0]); n != 3 {
+		t.Fatalf("first round pushes %d entries, want 3", n)
+	}
+	// No Finish: the sandbox never got them.
+	r, _, err = p.h.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(r.changes[0]); n != 3 {
+		t.Fatalf("after an unfinished first round the next pushes %d entries, want 3", n)
+	}
+}

@@ -157,6 +157,28 @@ func (s *Scanner) Update(root string, m Manifest, w *Watch) ([]Change, Undo, err
 		}
 		w.full = why
 	}
+	cur, err := s.rescan(root, m, w)
+	if err != nil {
+		return nil, nil, err
+	}
+	ch := Diff(m, cur)
+	u := undoOf(m, cur)
+	clear(m)
+	for p, e := range cur {
+		m[p] = e
+	}
+	return ch, u, nil
+}
+
+// Rescan is a full scan of root (prev, the last scan's manifest, says what
+// needs hashing, as for Scan) that arms w for the next Update; without
+// Update's list of changes and undo, for a caller that takes the tree as it
+// is (the helper after the host placed a new sandbox's first push).
+func (s *Scanner) Rescan(root string, prev Manifest, w *Watch) (Manifest, error) {
+	return s.rescan(root, prev, w)
+}
+
+func (s *Scanner) rescan(root string, m Manifest, w *Watch) (Manifest, error) {
 	if w != nil && w.off == "" {
 		w.log("full scan", "why", w.full)
 		w.Close()
@@ -168,8 +190,6 @@ func (s *Scanner) Update(root string, m Manifest, w *Watch) ([]Change, Undo, err
 		}
 	}
 	fullScans.Add(1)
-	if w != nil {
-	}
 	s.watch = nil
 	if w != nil && w.n != nil {
 		s.watch = w
@@ -180,7 +200,7 @@ func (s *Scanner) Update(root string, m Manifest, w *Watch) ([]Change, Undo, err
 		if w != nil {
 			w.Invalidate("the last scan failed")
 		}
-		return nil, nil, err
+		return nil, err
 	}
 	if w != nil {
 		if s.watchErr != nil {
@@ -204,13 +224,7 @@ func (s *Scanner) Update(root string, m Manifest, w *Watch) ([]Change, Undo, err
 		}
 	}
 	s.watchErr = nil
-	ch := Diff(m, cur)
-	u := undoOf(m, cur)
-	clear(m)
-	for p, e := range cur {
-		m[p] = e
-	}
-	return ch, u, nil
+	return cur, nil
 }
 
 func keys(m map[string]bool) []string {
