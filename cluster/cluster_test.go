@@ -312,7 +312,7 @@ func newFakeCluster(t *testing.T, extVersion string, objs ...runtime.Object) *fa
 		case *extv1alpha1.SandboxTemplate:
 			b := &extv1beta1.SandboxTemplate{ObjectMeta: o.ObjectMeta}
 			b.Spec.PodTemplate = sbv1beta1.PodTemplate{Spec: o.Spec.PodTemplate.Spec,
-				ObjectMeta: sbv1beta1.PodMetadata{Labels: o.Spec.PodTemplate.ObjectMeta.Labels}}
+				ObjectMeta: sbv1beta1.PodMetadata{Labels: o.Spec.PodTemplate.ObjectMeta.Labels, Annotations: o.Spec.PodTemplate.ObjectMeta.Annotations}}
 			all = append(all, b)
 		}
 	}

@@ -7,9 +7,12 @@ import (
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/sbx-sh/sbx/inpod"
 )
 
 // Check is one line of sbx doctor: what was checked, whether it passed,
@@ -115,6 +118,7 @@ func Doctor(ctx context.Context, cfg Config) []Check {
 	out = append(out, poolCheck(ctx, a, cfg))
 	if cfg.Pool != "" {
 		out = append(out, runtimeCheck(ctx, a, kube, cfg))
+		out = append(out, helperCheck(ctx, a, cfg, helperHash()))
 	}
 	for _, acc := range RequiredAccess {
 		out = append(out, accessCheck(ctx, kube, cfg.Namespace, acc))
@@ -264,4 +268,58 @@ func runtimeCheck(ctx context.Context, a *api, kube kubernetes.Interface, cfg Co
 		c.Fix = fix
 	}
 	return c
+}
+
+// helperInit is the name of the init container RenderPool's --helper-image
+// adds.
+const helperInit = "sbx-helper"
+
+// helperCheck says how the pool's pods get the in-pod helper: preinstalled
+// (the template's AnnotHelper, and the init container that does it) or
+// uploaded by each claim's first command, and which build sbx would accept
+// (hash: of the helper this sbx uploads, "" when it has none).
+func helperCheck(ctx context.Context, a *api, cfg Config, hash string) Check {
+	c := Check{Name: "in-pod helper", OK: true}
+	pool, err := a.poolGet(ctx, cfg.Namespace, cfg.Pool)
+	var tmpl *templateView
+	if err == nil && pool.Template != "" {
+		tmpl, err = a.templateGet(ctx, cfg.Namespace, pool.Template)
+	}
+	if err != nil || tmpl == nil {
+		c.OK, c.Detail, c.Fix = false, "the pool's template could not be read", "see the warm pool and RBAC checks"
+		return c
+	}
+	own := "this sbx uploads its helper of sha256 " + short(hash)
+	if hash == "" {
+		own = "this sbx has no helper of its own to upload or compare (" + EnvHelper + " unset, no static sbx-inpod beside it): a preinstalled helper of protocol " + inpod.Version + " is used as it is"
+	}
+	var init *corev1.Container
+	for i := range tmpl.Pod.InitContainers {
+		if tmpl.Pod.InitContainers[i].Name == helperInit {
+			init = &tmpl.Pod.InitContainers[i]
+		}
+	}
+	switch {
+	case tmpl.PodAnnotations[AnnotHelper] == HelperPreinstalled && init != nil:
+		c.Detail = fmt.Sprintf("preinstalled by template %s's init container %s from image %s (%s); sbx starts it when its hash is the one sbx expects, else uploads its own; %s",
+			tmpl.Name, helperInit, init.Image, strings.Join(init.Command, " "), own)
+	case tmpl.PodAnnotations[AnnotHelper] == HelperPreinstalled:
+		c.Detail = fmt.Sprintf("template %s says its pods have the helper (%s: %s); sbx checks its hash at each start and uploads its own when it differs; %s",
+			tmpl.Name, AnnotHelper, HelperPreinstalled, own)
+	case hash == "":
+		c.OK = false
+		c.Detail = fmt.Sprintf("template %s does not preinstall the helper, and this sbx has none to upload: commands that sync cannot run", tmpl.Name)
+		c.Fix = "install sbx-inpod beside sbx (CGO_ENABLED=0 go install ./cmd/...) or set " + EnvHelper + "; or render the pool with sbx pool render --helper-image"
+	default:
+		c.Detail = fmt.Sprintf("uploaded into each new pod of template %s by its first command (sbx pool render --helper-image preinstalls it: a claim then needs no upload); %s", tmpl.Name, own)
+	}
+	return c
+}
+
+// short is the first 12 hex digits of a hash.
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
 }

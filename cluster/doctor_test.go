@@ -9,6 +9,8 @@ import (
 	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	extv1alpha1 "sigs.k8s.io/agent-sandbox/extensions/api/v1alpha1"
+
+	"github.com/sbx-sh/sbx/inpod"
 )
 
 func sandboxTemplate(name, runtimeClass string) *extv1alpha1.SandboxTemplate {
@@ -58,6 +60,49 @@ func TestRuntimeCheck(t *testing.T) {
 				got := runtimeCheck(ctx, a, f.kube, Config{Pool: "p", Namespace: "sbx"})
 				if got.OK != c.ok || !strings.Contains(got.Detail, c.contains) || (!got.OK && got.Fix == "") {
 					t.Errorf("got %+v; want OK %v and a detail with %q (and a fix when not OK)", got, c.ok, c.contains)
+				}
+			})
+		}
+	}
+}
+
+// sbx doctor says how the pool's pods get the helper: preinstalled (from
+// which image), or uploaded by each claim; and it fails only when there is
+// neither a preinstall nor a helper for sbx to upload.
+func TestHelperCheck(t *testing.T) {
+	pre := sandboxTemplate("tmpl", "")
+	pre.Spec.PodTemplate.ObjectMeta.Annotations = map[string]string{AnnotHelper: HelperPreinstalled}
+	pre.Spec.PodTemplate.Spec.InitContainers = []corev1.Container{{Name: helperInit, Image: "reg/sbx-inpod:1", Command: []string{"/usr/local/bin/sbx-inpod", "__inpod", "install"}}}
+	annotated := sandboxTemplate("tmpl", "")
+	annotated.Spec.PodTemplate.ObjectMeta.Annotations = map[string]string{AnnotHelper: HelperPreinstalled}
+	for _, c := range []struct {
+		name     string
+		tmpl     *extv1alpha1.SandboxTemplate
+		hash     string
+		ok       bool
+		contains []string
+	}{
+		{"init container", pre, "0123456789abcdef", true, []string{"preinstalled by template tmpl's init container sbx-helper from image reg/sbx-inpod:1", "sha256 0123456789ab"}},
+		{"annotation only", annotated, "0123456789abcdef", true, []string{"says its pods have the helper", "uploads its own when it differs"}},
+		{"uploaded", sandboxTemplate("tmpl", ""), "0123456789abcdef", true, []string{"uploaded into each new pod", "--helper-image"}},
+		{"preinstalled, no helper of sbx's own", pre, "", true, []string{"preinstalled", "no helper of its own", inpod.Version}},
+		{"neither", sandboxTemplate("tmpl", ""), "", false, []string{"has none to upload"}},
+	} {
+		for _, v := range knownVersions {
+			t.Run(c.name+" "+v, func(t *testing.T) {
+				f := newFakeCluster(t, v, pool("p", "tmpl", 1), c.tmpl)
+				a, err := newAPI(nil, f.kube, f.ext, f.core, f.disc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := helperCheck(context.Background(), a, Config{Pool: "p", Namespace: "sbx"}, c.hash)
+				if got.OK != c.ok || (!got.OK && got.Fix == "") {
+					t.Errorf("got %+v; want OK %v (and a fix when not OK)", got, c.ok)
+				}
+				for _, s := range c.contains {
+					if !strings.Contains(got.Detail, s) {
+						t.Errorf("detail %q lacks %q", got.Detail, s)
+					}
 				}
 			})
 		}

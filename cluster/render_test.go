@@ -129,6 +129,9 @@ func TestRenderPoolHelperInit(t *testing.T) {
 		t.Fatalf("%d init containers, want 1", len(ps.InitContainers))
 	}
 	ic := ps.InitContainers[0]
+	if ic.Name != helperInit {
+		t.Errorf("init container %q, want %q (sbx doctor looks for that name)", ic.Name, helperInit)
+	}
 	if ic.Image != o.HelperImage || !slices.Equal(ic.Command, []string{DefaultHelperPath, "__inpod", "install"}) {
 		t.Errorf("init container runs %q %q, want %q with %s __inpod install", ic.Image, ic.Command, o.HelperImage, DefaultHelperPath)
 	}

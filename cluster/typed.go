@@ -49,8 +49,9 @@ type poolView struct {
 // templateView is a SandboxTemplate of either version: its pod template.
 type templateView struct {
 	metav1.ObjectMeta
-	PodLabels map[string]string
-	Pod       corev1.PodSpec
+	PodLabels      map[string]string
+	PodAnnotations map[string]string
+	Pod            corev1.PodSpec
 }
 
 // extAPI is the extensions group (claims, pools, templates) in one version.
@@ -195,7 +196,8 @@ func newExtAPI(v string, c extclient.Interface) extAPI {
 					Replicas: int64(p.Spec.Replicas), Ready: int64(p.Status.ReadyReplicas)}
 			},
 			toTemplate: func(t *extv1alpha1.SandboxTemplate) *templateView {
-				return &templateView{ObjectMeta: t.ObjectMeta, PodLabels: t.Spec.PodTemplate.ObjectMeta.Labels, Pod: t.Spec.PodTemplate.Spec}
+				return &templateView{ObjectMeta: t.ObjectMeta, PodLabels: t.Spec.PodTemplate.ObjectMeta.Labels,
+					PodAnnotations: t.Spec.PodTemplate.ObjectMeta.Annotations, Pod: t.Spec.PodTemplate.Spec}
 			},
 			lister: c,
 		}
@@ -223,7 +225,8 @@ func newExtAPI(v string, c extclient.Interface) extAPI {
 			return pi
 		},
 		toTemplate: func(t *extv1beta1.SandboxTemplate) *templateView {
-			return &templateView{ObjectMeta: t.ObjectMeta, PodLabels: t.Spec.PodTemplate.ObjectMeta.Labels, Pod: t.Spec.PodTemplate.Spec}
+			return &templateView{ObjectMeta: t.ObjectMeta, PodLabels: t.Spec.PodTemplate.ObjectMeta.Labels,
+				PodAnnotations: t.Spec.PodTemplate.ObjectMeta.Annotations, Pod: t.Spec.PodTemplate.Spec}
 		},
 		lister: c,
 	}

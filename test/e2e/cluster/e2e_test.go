@@ -330,6 +330,9 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		if !c.OK {
 			t.Errorf("doctor: %s: %s (fix: %s)", c.Name, c.Detail, c.Fix)
 		}
+		if c.Name == "in-pod helper" && !strings.Contains(c.Detail, "preinstalled by template "+poolName+"'s init container sbx-helper from image "+helperImage) {
+			t.Errorf("doctor: %s: %s; want the e2e pool's preinstall from %s named", c.Name, c.Detail, helperImage)
+		}
 	}
 	// and nothing in another namespace: the error names the verb and resource
 	cfg := saCfg(t)
