@@ -148,7 +148,9 @@ func TestInjectTunnelResponseHeaderTimeout(t *testing.T) {
 	hold := make(chan struct{})
 	t.Cleanup(func() { close(hold) })
 	port, roots := rawUpstream(t, true, func(c net.Conn) { <-hold })
-	tc, _ := injectTunnelAt(t, port, roots, &Proxy{ResponseHeaderTimeout: 300 * time.Millisecond}, 20*time.Second)
+	// Long enough for the server's TLS handshake (bounded by the same
+	// timeout) on a loaded machine.
+	tc, _ := injectTunnelAt(t, port, roots, &Proxy{ResponseHeaderTimeout: 2 * time.Second}, 20*time.Second)
 	io.WriteString(tc, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
 	resp, err := http.ReadResponse(bufio.NewReader(tc), nil)
 	if err != nil {
@@ -187,12 +189,13 @@ func TestInjectTunnelUpstreamTLSFailure(t *testing.T) {
 	untrusted, _ := localhostTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	for _, tc := range []struct {
 		name, port, want string
+		timeout          time.Duration
 	}{
-		{"silent", sport, "timeout"},
-		{"untrusted certificate", portOf(t, untrusted.URL), "certificate"},
+		{"silent", sport, "timeout", 300 * time.Millisecond},
+		{"untrusted certificate", portOf(t, untrusted.URL), "certificate", 10 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			conn, _ := injectTunnelAt(t, tc.port, x509.NewCertPool(), &Proxy{ResponseHeaderTimeout: 300 * time.Millisecond}, 20*time.Second)
+			conn, _ := injectTunnelAt(t, tc.port, x509.NewCertPool(), &Proxy{ResponseHeaderTimeout: tc.timeout}, 20*time.Second)
 			io.WriteString(conn, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
 			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 			if err != nil {
