@@ -388,10 +388,13 @@ func (h *Host) Begin() (*Round, Report, error) {
 			changes []Change
 			err     error
 		)
-		if d.watch != nil && len(h.st.Manifests[i]) == 0 {
+		if d.watch != nil && len(h.st.Manifests[i]) == 0 && h.st.Reset {
 			// Nothing synced yet (a new sandbox): the scan is the
 			// manifest, without Update's undo of every path (the round
-			// that does not finish empties it again).
+			// that does not finish empties it again). Not for a code dir
+			// that is synced and empty: Rescan makes the watch anew (a
+			// close of an inotify instance costs the kernel milliseconds),
+			// which every round trip of an empty code dir did.
 			cur, err = sc.Rescan(d.cfg.Path, nil, d.watch)
 			if err == nil {
 				changes = Diff(h.st.Manifests[i], cur)
