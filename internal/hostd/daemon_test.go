@@ -369,6 +369,7 @@ func TestDaemonEndsWithItsSandbox(t *testing.T) {
 	w := newWorld(t)
 	w.exec(t, false, "true")
 	pid := w.waitDaemon(t, 0)
+	w.exec(t, true, "true") // after the daemon's first round trip
 	raw, err := os.ReadFile(filepath.Join(w.sessionDir("hd"), "local.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -147,6 +147,12 @@ func (d *daemon) warm() {
 	if !d.sameSession() {
 		return
 	}
+	// Never claim a sandbox on no one's behalf: a dead one is left to the
+	// next command (the daemon ends).
+	if why := d.sandboxGone(); why != "" {
+		d.end(why)
+		return
+	}
 	d.active.Add(1)
 	defer d.active.Add(-1)
 	out, err := d.s.Exec(context.Background(), session.Run{Argv: []string{"/bin/true"}, Dir: d.w.StartDir})
