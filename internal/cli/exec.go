@@ -74,7 +74,9 @@ func execOrShell(ctx context.Context, e *Env, args []string, shell bool) int {
 	// A kept session's later calls run through its host daemon, which
 	// watches the code dirs instead of scanning them (internal/hostd).
 	var daemonDir, daemonKey string
-	if *keep && w.Config.HostDaemon && session.CheckName(*sess) == nil {
+	// Local backend only so far: on the cluster a kept session's calls
+	// already share the relay's exec, and the daemon is untested there.
+	if *keep && w.Config.HostDaemon && w.Provider.Name() == "local" && session.CheckName(*sess) == nil {
 		if root, err := session.DefaultStateRoot(); err == nil {
 			daemonDir = filepath.Join(root, *sess)
 			daemonKey = hostd.Key(w, daemonDir, *sess)
