@@ -393,3 +393,37 @@ func TestDaemonEndsWithItsSandbox(t *testing.T) {
 		t.Fatalf("after the sandbox's death: %q", r.stdout)
 	}
 }
+
+// A burst of host changes while the daemon cannot read its events (stopped)
+// overflows the kernel's queue: the next call scans in full, as sbx-mcp's
+// session does, and sees every change; later calls go on from events.
+func TestDaemonQueueOverflowScansInFull(t *testing.T) {
+	w := newWorld(t)
+	w.exec(t, false, "true")
+	pid := w.waitDaemon(t, 0)
+	w.exec(t, true, "true")
+	raw, _ := os.ReadFile("/proc/sys/fs/inotify/max_queued_events")
+	queue, _ := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if queue <= 0 || queue > 1<<16 {
+		t.Fatalf("fs.inotify.max_queued_events is %q: want a queue this test can overflow (at most 65536)", raw)
+	}
+	syscall.Kill(pid, syscall.SIGSTOP)
+	n := queue/2 + 100 // each file: a create and a close-write at least
+	for i := range n {
+		os.WriteFile(filepath.Join(w.code, fmt.Sprintf("burst%06d", i)), []byte("x"), 0o644)
+	}
+	os.WriteFile(filepath.Join(w.code, "README"), []byte("after the burst\n"), 0o644)
+	syscall.Kill(pid, syscall.SIGCONT)
+	r := w.exec(t, true, "ls | grep -c '^burst'; cat README")
+	if want := fmt.Sprintf("%d\nafter the burst\n", n); r.stdout != want {
+		t.Fatalf("after the burst the sandbox has %q, want %q", r.stdout, want)
+	}
+	log, _ := os.ReadFile(filepath.Join(w.sessionDir("hd"), "hostd.log"))
+	if !strings.Contains(string(log), "the inotify queue overflowed") {
+		t.Fatalf("no overflow in the daemon's log (did the queue overflow?):\n%.3000s", log)
+	}
+	os.WriteFile(filepath.Join(w.code, "README"), []byte("from events again\n"), 0o644)
+	if r := w.exec(t, true, "cat README"); r.stdout != "from events again\n" {
+		t.Fatalf("after the full scan: %q", r.stdout)
+	}
+}
