@@ -279,3 +279,42 @@ func TestPushAndPullAroundTheInlineBound(t *testing.T) {
 		}
 	}
 }
+
+// TestBashToolEndings: on the bash tool's path (bash started directly) a
+// command's exit code, its death by a signal, its timeout and the jobs it
+// leaves behind end it as before, and the cwd follows the report: bash runs
+// its EXIT trap on an exit and on a SIGTERM (as it did behind the sh
+// wrapper), never on the SIGKILL of a timeout.
+func TestBashToolEndings(t *testing.T) {
+	f := newFixture(t)
+	s := f.open(t, "endings", false)
+	sub := filepath.Join(f.code, "sub")
+	if _, o := run(t, s, "/bin/bash", "cd sub; exit 7"); o.ExitCode != 7 {
+		t.Errorf("exit 7: got %d", o.ExitCode)
+	}
+	if out, _ := run(t, s, "/bin/bash", "pwd"); out != sub+"\n" {
+		t.Errorf("after cd; exit 7 the next command starts in %q, want %s", out, sub)
+	}
+	if _, o := run(t, s, "/bin/bash", "cd ..; kill -TERM $$"); o.Signal != "SIGTERM" || o.ExitCode != 143 {
+		t.Errorf("kill -TERM $$: signal %q, exit %d", o.Signal, o.ExitCode)
+	}
+	if out, _ := run(t, s, "/bin/bash", "pwd"); out != f.code+"\n" {
+		t.Errorf("after cd ..; kill -TERM $$ the next command starts in %q, want %s", out, f.code)
+	}
+	start := time.Now()
+	var out bytes.Buffer
+	o, err := s.Exec(context.Background(), Run{Command: "cd sub; echo started; sleep 3021", Shell: "/bin/bash", Stdout: &out, Stderr: &out, Timeout: time.Second})
+	if err != nil || !o.TimedOut || o.ExitCode != 124 || out.String() != "started\n" || time.Since(start) > 20*time.Second {
+		t.Errorf("timeout: err %v, timed out %v, exit %d, output %q after %s", err, o.TimedOut, o.ExitCode, out.String(), time.Since(start))
+	}
+	if out, _ := run(t, s, "/bin/bash", "pwd"); out != f.code+"\n" {
+		t.Errorf("after a timeout the next command starts in %q, want %s (no report from a killed shell)", out, f.code)
+	}
+	start = time.Now()
+	if out, o := run(t, s, "/bin/bash", "sleep 3022 & (setsid sleep 3023 &); cd sub; echo done"); o.ExitCode != 0 || out != "done\n" || time.Since(start) > 20*time.Second {
+		t.Errorf("jobs left behind: exit %d, output %q after %s", o.ExitCode, out, time.Since(start))
+	}
+	if out, _ := run(t, s, "/bin/bash", "pwd; ps -eo args | grep -c '[s]leep 302' || true"); out != sub+"\n0\n" {
+		t.Errorf("after the jobs' command: %q, want %s and no sleep left", out, sub)
+	}
+}
