@@ -427,3 +427,21 @@ func TestDaemonQueueOverflowScansInFull(t *testing.T) {
 		t.Fatalf("after the full scan: %q", r.stdout)
 	}
 }
+
+// A daemon without calls ends after its idle bound: the session's idle_ttl
+// here (shorter than hostd.IdleLimit), which is also when the sandbox
+// expires; its own bound ends it first (checked every 2 s, before the
+// attach every 30 s would find the sandbox gone).
+func TestDaemonEndsWhenIdle(t *testing.T) {
+	w := newWorld(t)
+	w.env = append(w.env, "SBX_IDLE_TTL=3s")
+	w.exec(t, false, "true")
+	pid := w.waitDaemon(t, 0)
+	if !testenv.WaitFor(20*time.Second, func() bool { return len(w.daemonPids()) == 0 }) {
+		t.Fatalf("the daemon (pid %d) outlived an idle_ttl of 3s", pid)
+	}
+	log, _ := os.ReadFile(filepath.Join(w.sessionDir("hd"), "hostd.log"))
+	if !strings.Contains(string(log), `why="idle for 3s"`) {
+		t.Fatalf("the daemon's log does not say it ended idle:\n%s", log)
+	}
+}
