@@ -445,3 +445,111 @@ func TestDaemonEndsWhenIdle(t *testing.T) {
 		t.Fatalf("the daemon's log does not say it ended idle:\n%s", log)
 	}
 }
+
+// Every check of a request, attacked from a raw client of the daemon's own
+// user: each is refused with its reason, nothing runs, and the daemon goes
+// on serving (but for another set-up's exec, which ends it).
+func TestDaemonRefusesBadRequests(t *testing.T) {
+	w := newWorld(t)
+	w.exec(t, false, "true")
+	pid := w.waitDaemon(t, 0)
+	// The set-up key, from what the starter passed (as root: /proc).
+	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var start struct{ Key string }
+	for _, kv := range strings.Split(string(environ), "\x00") {
+		if v, ok := strings.CutPrefix(kv, "SBX_HOSTD_START="); ok {
+			json.Unmarshal([]byte(v), &start)
+		}
+	}
+	if len(start.Key) != 64 {
+		t.Fatalf("no key in the daemon's start environment")
+	}
+	sock := filepath.Join(w.sessionDir("hd"), "hostd.sock")
+	marker := filepath.Join(w.code, "ran")
+	exec1 := func(key, dir string) map[string]any {
+		return map[string]any{"op": "exec", "session": "hd", "key": key, "command": "touch " + marker, "dir": dir}
+	}
+	frame := func(v any) []byte {
+		b, _ := json.Marshal(v)
+		return append(binary.BigEndian.AppendUint32(nil, uint32(len(b))), b...)
+	}
+	for _, c := range []struct {
+		name string
+		raw  []byte
+		fds  int
+		want string
+	}{
+		{"another session", frame(map[string]any{"op": "status", "session": "other", "key": start.Key}), 0, "serves session hd, not other"},
+		{"not JSON", append(binary.BigEndian.AppendUint32(nil, 7), "garbage"...), 0, "a bad request"},
+		{"an unknown field", frame(map[string]any{"op": "status", "session": "hd", "key": start.Key, "uid": 0}), 0, "a bad request"},
+		{"a frame over the bound", binary.BigEndian.AppendUint32(nil, 2<<20), 0, "over the bound"},
+		{"a frame cut short", append(binary.BigEndian.AppendUint32(nil, 100), `{"op":`...), 0, "cut short"},
+		{"an unknown op", frame(map[string]any{"op": "shell", "session": "hd", "key": start.Key}), 0, "unknown op"},
+		{"a session name that is a path", frame(map[string]any{"op": "status", "session": "../hd", "key": start.Key}), 0, "a bad request"},
+		{"an exec without descriptors", frame(exec1(start.Key, w.code)), 0, "not 0 descriptors"},
+		{"an exec with three descriptors", frame(exec1(start.Key, w.code)), 3, "not 3 descriptors"},
+		{"an exec outside the code dirs", frame(exec1(start.Key, "/tmp")), 2, "not inside the session's code dirs"},
+		{"an exec with a relative dir", frame(exec1(start.Key, "tmp")), 2, "not a clean absolute path"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			conn, err := net.Dial("unix", sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			uc := conn.(*net.UnixConn)
+			var rights []byte
+			if c.fds > 0 {
+				fds := make([]int, c.fds)
+				for i := range fds {
+					fds[i] = int(os.Stderr.Fd())
+				}
+				rights = syscall.UnixRights(fds...)
+			}
+			if _, _, err := uc.WriteMsgUnix(c.raw[:min(4, len(c.raw))], rights, nil); err != nil {
+				t.Fatal(err)
+			}
+			uc.Write(c.raw[min(4, len(c.raw)):])
+			if c.name == "a frame cut short" {
+				uc.CloseWrite()
+			}
+			uc.SetReadDeadline(time.Now().Add(10 * time.Second))
+			answer, _ := io.ReadAll(uc)
+			if !strings.Contains(string(answer), `"refused"`) || !strings.Contains(string(answer), c.want) {
+				t.Fatalf("answer %q, want a refusal with %q", answer, c.want)
+			}
+		})
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("a refused request ran its command")
+	}
+	// Still serving.
+	if r := w.exec(t, true, "echo ok"); r.stdout != "ok\n" {
+		t.Fatalf("after the refusals: %q", r.stdout)
+	}
+	// An exec of another set-up is refused, and ends the daemon (of no more
+	// use: the user's configuration changed); the next call runs itself.
+	conn, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := frame(exec1(strings.Repeat("1", 64), w.code))
+	conn.(*net.UnixConn).WriteMsgUnix(raw[:4], syscall.UnixRights(int(os.Stderr.Fd()), int(os.Stderr.Fd())), nil)
+	conn.Write(raw[4:])
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	answer, _ := io.ReadAll(conn)
+	conn.Close()
+	if !strings.Contains(string(answer), "differs from the daemon's") {
+		t.Fatalf("another set-up's exec: %q", answer)
+	}
+	if !testenv.WaitFor(10*time.Second, func() bool { return len(w.daemonPids()) == 0 }) {
+		t.Fatal("the daemon goes on after a call of another set-up")
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("a refused request ran its command")
+	}
+	w.exec(t, false, "true")
+}
