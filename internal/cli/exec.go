@@ -161,7 +161,7 @@ func execThroughDaemon(ctx context.Context, e *Env, w *app.Env, c hostd.Call, se
 	}
 	reportSync(e.Stderr, rep.Sync, sess)
 	for _, n := range rep.Notices {
-		fmt.Fprintf(e.Stderr, "sbx: note: %s\n", escape.Line(n))
+		fmt.Fprintf(e.Stderr, "sbx: note: %s\n", n) // escaped by the session, as s.Notices()
 	}
 	if rep.Error != "" {
 		if rep.Interrupted || ctx.Err() != nil {
