@@ -22,10 +22,13 @@ type ServerTool struct {
 func (t ServerTool) Add(s *mcp.Server, log *slog.Logger) { t.add(s, log) }
 
 // newTool pairs a tool with its typed handler; the schemas come from the
-// handler's types (json and jsonschema tags).
+// handler's types (json and jsonschema tags), as mcp.AddTool derives them
+// (addTyped, typed.go).
 func newTool[In, Out any](t *mcp.Tool, h mcp.ToolHandlerFor[In, Out]) ServerTool {
 	return ServerTool{Tool: t, add: func(s *mcp.Server, log *slog.Logger) {
-		mcp.AddTool(s, t, wrap(t.Name, log, h))
+		if err := addTyped(s, t, wrap(t.Name, log, h)); err != nil {
+			panic(err) // a tool's types that yield no schema: a programming error
+		}
 	}}
 }
 

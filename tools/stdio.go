@@ -218,7 +218,7 @@ func (c *stdioConn) decode(line []byte) (jsonrpc.Message, bool) {
 		c.reject(nil, jsonrpc.CodeInvalidRequest, "JSON-RPC batches are not supported: send one message per line")
 		return nil, false
 	}
-	msg, err := jsonrpc.DecodeMessage(line)
+	msg, err := decodeMessage(line)
 	if err != nil {
 		var probe struct {
 			ID json.RawMessage `json:"id"`
