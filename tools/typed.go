@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"reflect"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -43,6 +44,7 @@ func typedTool[In, Out any](t *mcp.Tool, h mcp.ToolHandlerFor[In, Out]) (*mcp.To
 		return nil, nil, fmt.Errorf("tool %s: input schema: %w", t.Name, err)
 	}
 	tt.InputSchema = inSchema
+	quick := quickCheckFor(inSchema)
 	var elemZero any
 	hasOut := reflect.TypeFor[Out]() != reflect.TypeFor[any]()
 	if hasOut {
@@ -53,7 +55,7 @@ func typedTool[In, Out any](t *mcp.Tool, h mcp.ToolHandlerFor[In, Out]) (*mcp.To
 		tt.OutputSchema = outSchema
 	}
 	th := func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		input, err := checkArguments(req.Params.Arguments, inResolved)
+		input, err := checkArguments(req.Params.Arguments, inResolved, quick)
 		if err != nil {
 			var errRes mcp.CallToolResult
 			errRes.SetError(fmt.Errorf("validating \"arguments\": %v", err))
@@ -148,8 +150,11 @@ func schemaFor[T any]() (*jsonschema.Schema, *jsonschema.Resolved, any, error) {
 
 // checkArguments validates a call's arguments against the input schema as
 // the SDK does: decoded into a map (so that no arguments are {}), defaults
-// applied, validated, and re-encoded for the decode into In.
-func checkArguments(data json.RawMessage, resolved *jsonschema.Resolved) (json.RawMessage, error) {
+// applied, validated, and re-encoded for the decode into In. Arguments that
+// quick vouches for skip the validator (and its defaults, which a schema
+// quick accepts has none); any other goes through it, so that every refusal
+// and its words are the validator's.
+func checkArguments(data json.RawMessage, resolved *jsonschema.Resolved, quick *quickCheck) (json.RawMessage, error) {
 	v := make(map[string]any)
 	if len(data) > 0 {
 		if err := decode(data, &v); err != nil {
@@ -157,15 +162,131 @@ func checkArguments(data json.RawMessage, resolved *jsonschema.Resolved) (json.R
 		}
 	}
 	var u any = v
-	if err := resolved.ApplyDefaults(&u); err != nil {
-		return nil, fmt.Errorf("applying schema defaults:\n%w", err)
-	}
-	if err := resolved.Validate(&u); err != nil {
-		return nil, err
+	if !quick.valid(v) {
+		if err := resolved.ApplyDefaults(&u); err != nil {
+			return nil, fmt.Errorf("applying schema defaults:\n%w", err)
+		}
+		if err := resolved.Validate(&u); err != nil {
+			return nil, err
+		}
 	}
 	out, err := json.Marshal(u)
 	if err != nil {
 		return nil, fmt.Errorf("marshalling with defaults: %v", err)
 	}
 	return out, nil
+}
+
+// quickCheck vouches for arguments that a flat object schema accepts: an
+// object of known properties, each a string, a boolean or an integer, the
+// required ones present. The schema validator (jsonschema-go) walks its
+// whole schema by reflection, and its large frames grow the stack of the
+// SDK's goroutine per call: it was a sixth of sbx-mcp's CPU for a warm bash
+// call. quickCheck is only ever a shortcut to "valid": it says so only for
+// a schema of that flat form alone (every other keyword, a default, a type
+// list, makes it nil: the validator for all) and only for a value it can
+// prove valid; anything else goes to the validator
+// (FuzzQuickCheckImpliesValid holds that).
+type quickCheck struct {
+	props    map[string]string // name -> "string", "boolean" or "integer"
+	required []string
+}
+
+// quickCheckFor returns the quick check for schema s, or nil when s is
+// not of the flat form: {"type":"object", "properties":{name:{"type":
+// string|boolean|integer, "description":...}}, "required":[...],
+// "additionalProperties":false}, with no other keyword anywhere.
+func quickCheckFor(s *jsonschema.Schema) *quickCheck {
+	raw, err := json.Marshal(s)
+	if err != nil {
+		return nil
+	}
+	var top map[string]json.RawMessage
+	if json.Unmarshal(raw, &top) != nil {
+		return nil
+	}
+	q := &quickCheck{props: map[string]string{}}
+	for k, v := range top {
+		switch k {
+		case "type":
+			var t string
+			if json.Unmarshal(v, &t) != nil || t != "object" {
+				return nil
+			}
+		case "additionalProperties":
+			if string(v) != "false" {
+				return nil
+			}
+		case "required":
+			if json.Unmarshal(v, &q.required) != nil {
+				return nil
+			}
+		case "properties":
+			var props map[string]map[string]json.RawMessage
+			if json.Unmarshal(v, &props) != nil {
+				return nil
+			}
+			for name, p := range props {
+				for pk, pv := range p {
+					switch pk {
+					case "description":
+					case "type":
+						var t string
+						if json.Unmarshal(pv, &t) != nil || (t != "string" && t != "boolean" && t != "integer") {
+							return nil
+						}
+						q.props[name] = t
+					default:
+						return nil
+					}
+				}
+				if q.props[name] == "" {
+					return nil
+				}
+			}
+		default:
+			return nil
+		}
+	}
+	if top["type"] == nil || string(top["additionalProperties"]) != "false" {
+		return nil
+	}
+	for _, r := range q.required {
+		if q.props[r] == "" {
+			return nil
+		}
+	}
+	return q
+}
+
+// valid says whether v is certainly valid; false means "ask the validator".
+func (q *quickCheck) valid(v map[string]any) bool {
+	if q == nil {
+		return false
+	}
+	for k, x := range v {
+		switch q.props[k] {
+		case "string":
+			if _, ok := x.(string); !ok {
+				return false
+			}
+		case "boolean":
+			if _, ok := x.(bool); !ok {
+				return false
+			}
+		case "integer":
+			f, ok := x.(float64)
+			if !ok || math.IsInf(f, 0) || math.IsNaN(f) || f != math.Trunc(f) {
+				return false
+			}
+		default:
+			return false // unknown: additionalProperties is false
+		}
+	}
+	for _, r := range q.required {
+		if _, ok := v[r]; !ok {
+			return false
+		}
+	}
+	return true
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -288,4 +289,93 @@ func TestDecodeDepthBound(t *testing.T) {
 	if err := decode([]byte(`["`+strings.Repeat("[", 2*MaxJSONDepth)+`\"["]`), &v); err != nil {
 		t.Errorf("brackets in a string: %v", err)
 	}
+}
+
+// TestQuickCheckCovers: every tool's input schema is of the flat form the
+// quick check takes (else each call pays the validator), a typical call's
+// arguments pass it, and a schema with any other keyword has none.
+func TestQuickCheckCovers(t *testing.T) {
+	for _, tool := range listTools(t) {
+		raw, _ := json.Marshal(tool.InputSchema)
+		var s jsonschema.Schema
+		if err := json.Unmarshal(raw, &s); err != nil {
+			t.Fatal(err)
+		}
+		if quickCheckFor(&s) == nil {
+			t.Errorf("%s: no quick check for its input schema %s", tool.Name, raw)
+		}
+	}
+	bash, _ := jsonschema.ForType(reflect.TypeFor[BashInput](), &jsonschema.ForOptions{})
+	q := quickCheckFor(bash)
+	for _, ok := range []map[string]any{{"command": "true"}, {"command": "x", "timeout": 5000.0, "description": "d", "run_in_background": false}} {
+		if !q.valid(ok) {
+			t.Errorf("%v: not vouched for", ok)
+		}
+	}
+	for _, bad := range []map[string]any{{}, {"command": 1.0}, {"command": "x", "timeout": 1.5}, {"command": "x", "Timeout": 1.0}, {"command": nil}, {"command": "x", "run_in_background": "true"}} {
+		if q.valid(bad) {
+			t.Errorf("%v: vouched for", bad)
+		}
+	}
+	for _, row := range []struct{ name, schema string }{
+		{"a default", `{"type":"object","properties":{"a":{"type":"string","default":"x"}},"additionalProperties":false}`},
+		{"an enum", `{"type":"object","properties":{"a":{"type":"string","enum":["x"]}},"additionalProperties":false}`},
+		{"a minimum", `{"type":"object","properties":{"a":{"type":"integer","minimum":0}},"additionalProperties":false}`},
+		{"a type list", `{"type":"object","properties":{"a":{"type":["null","string"]}},"additionalProperties":false}`},
+		{"a number", `{"type":"object","properties":{"a":{"type":"number"}},"additionalProperties":false}`},
+		{"a nested object", `{"type":"object","properties":{"a":{"type":"object"}},"additionalProperties":false}`},
+		{"a property without a type", `{"type":"object","properties":{"a":{"description":"d"}},"additionalProperties":false}`},
+		{"additional properties allowed", `{"type":"object","properties":{"a":{"type":"string"}}}`},
+		{"additional properties typed", `{"type":"object","properties":{"a":{"type":"string"}},"additionalProperties":{"type":"string"}}`},
+		{"a required name that is no property", `{"type":"object","properties":{"a":{"type":"string"}},"required":["b"],"additionalProperties":false}`},
+		{"pattern properties", `{"type":"object","patternProperties":{"x":{}},"additionalProperties":false}`},
+		{"not an object", `{"type":"string"}`},
+		{"no type", `{"properties":{"a":{"type":"string"}},"additionalProperties":false}`},
+	} {
+		var s jsonschema.Schema
+		if err := json.Unmarshal([]byte(row.schema), &s); err != nil {
+			t.Fatalf("%s: %v", row.name, err)
+		}
+		if quickCheckFor(&s) != nil {
+			t.Errorf("%s: %s has a quick check", row.name, row.schema)
+		}
+	}
+}
+
+// FuzzQuickCheckImpliesValid: whatever arguments the quick check vouches
+// for, the schema validator (the oracle) accepts, for every tool's input
+// schema.
+func FuzzQuickCheckImpliesValid(f *testing.F) {
+	for _, s := range []string{`{"command":"true"}`, `{"command":"x","timeout":1e3}`, `{"command":"x","timeout":-0}`, `{"file_path":"/a","limit":2}`, `{"id":"x","block":true}`, `{"sandbox_port":65536}`, `{"input":""}`, `{}`} {
+		f.Add([]byte(s))
+	}
+	type check struct {
+		q *quickCheck
+		r *jsonschema.Resolved
+	}
+	var checks []check
+	for _, s := range []func() (*jsonschema.Schema, *jsonschema.Resolved, any, error){
+		schemaFor[BashInput], schemaFor[OutputInput], schemaFor[JobInput], schemaFor[ReadInput], schemaFor[WriteInput],
+		schemaFor[EditInput], schemaFor[ApplyPatchInput], schemaFor[PortInput], schemaFor[ReleaseInput],
+	} {
+		sch, r, _, err := s()
+		if err != nil {
+			f.Fatal(err)
+		}
+		checks = append(checks, check{quickCheckFor(sch), r})
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var v map[string]any
+		if decode(data, &v) != nil || v == nil {
+			return
+		}
+		for _, c := range checks {
+			if c.q.valid(v) {
+				var u any = v
+				if err := c.r.Validate(&u); err != nil {
+					t.Fatalf("%s vouched for, but the validator refuses it: %v", data, err)
+				}
+			}
+		}
+	})
 }
