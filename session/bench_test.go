@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -152,11 +153,20 @@ func BenchmarkExecPartsInterleaved(b *testing.B) {
 	}{
 		{"raw-true", raw("/bin/true")},
 		{"raw-bash", raw("/bin/bash", "-c", "true")},
+		{"raw-bash-out", func() error { // with its output captured, as the bash tool's (a pipe and its copier)
+			var out strings.Builder
+			_, err := sb.Exec(ctx, &sandbox.Cmd{Argv: []string{"/bin/bash", "-c", "true"}, Env: BaseEnv(false), Stdout: &out, Stderr: &out})
+			return err
+		}},
 		{"bash-cmd", func() error { // the command Session.Exec runs, without the sync
 			s.mu.Lock()
 			cmd, _, _ := s.command(Run{Command: "true", Shell: "/bin/bash"}, true)
 			s.mu.Unlock()
 			_, err := sb.Exec(ctx, cmd)
+			return err
+		}},
+		{"sync-bash", func() error { // a sync round trip around raw-bash
+			_, _, err := s.roundTrip(ctx, sb, &sandbox.Cmd{Argv: []string{"/bin/bash", "-c", "true"}, Env: BaseEnv(false)})
 			return err
 		}},
 		{"sync-true", func() error {

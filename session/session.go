@@ -11,6 +11,7 @@
 package session
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -573,26 +574,27 @@ func (s *Session) roundTrip(ctx context.Context, sb sandbox.Sandbox, cmd *sandbo
 	if err != nil {
 		return sandbox.Result{}, rep, err
 	}
-	pushR, pushW := io.Pipe()
-	pullR, pullW := io.Pipe()
-	go func() { pushW.CloseWithError(round.WritePush(pushW)) }()
-	pulled := make(chan error, 1)
-	go func() {
-		err := round.ReadPull(pullR)
-		if err != nil {
-			// A refused stream is not read on (it may be over the disk
-			// limit): the sandbox's writes to it fail.
-			pullR.CloseWithError(err)
+	// A round with nothing to push (a warm command's) writes its few bytes
+	// of patches here; one with changes streams them from a goroutine, as
+	// the sandbox reads them.
+	var push io.Reader
+	if !round.Changed() {
+		var b bytes.Buffer
+		if err := round.WritePush(&b); err != nil {
+			return sandbox.Result{}, rep, fmt.Errorf("%w: %v", ErrSync, err)
 		}
-		io.Copy(io.Discard, pullR)
-		pulled <- err
-	}()
-	cmd.Sync = &sandbox.SyncIO{Request: req, Push: pushR, Pull: pullW}
+		push = &b
+	} else {
+		pushR, pushW := io.Pipe()
+		go func() { pushW.CloseWithError(round.WritePush(pushW)) }()
+		defer pushR.Close()
+		push = pushR
+	}
+	pull := &pullSink{read: round.ReadPull, max: pullHeld}
+	cmd.Sync = &sandbox.SyncIO{Request: req, Push: push, Pull: pull}
 	t0 := time.Now()
 	res, xerr := sb.Exec(ctx, cmd)
-	pullW.Close()
-	pushR.Close()
-	perr := s.diskError(<-pulled)
+	perr := s.diskError(pull.finish())
 	if perr == nil && xerr == nil {
 		if werr := s.checkWorkspace(); werr != nil {
 			round.Refuse()
@@ -632,6 +634,72 @@ func (s *Session) roundTrip(ctx context.Context, sb sandbox.Sandbox, cmd *sandbo
 		return res, frep, fmt.Errorf("%w: %v", ErrSync, ferr)
 	}
 	return res, frep, nil
+}
+
+// pullHeld is how much of a pull stream pullSink holds in memory before
+// it reads the stream as it comes: a no-change round trip's pull is a few
+// hundred bytes.
+const pullHeld = 64 << 10
+
+// pullSink feeds the sandbox's pull stream to read (Round.ReadPull). A pull
+// of at most max bytes is held, and read once the command is done (finish)
+// in the caller's goroutine: a warm command pays no goroutine and no pipe
+// for it. A larger one starts read in a goroutine on a pipe and streams
+// into it, so that memory holds at most max bytes of any pull; a refused
+// stream is not read on (it may be over the disk limit): the sandbox's
+// writes to it fail from then on.
+type pullSink struct {
+	read func(io.Reader) error
+	max  int
+
+	mu       sync.Mutex
+	held     []byte
+	pw       *io.PipeWriter
+	done     chan error
+	finished bool
+}
+
+func (p *pullSink) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.finished {
+		return 0, io.ErrClosedPipe
+	}
+	if p.pw == nil {
+		if len(p.held)+len(b) <= p.max {
+			p.held = append(p.held, b...)
+			return len(b), nil
+		}
+		pr, pw := io.Pipe()
+		p.pw, p.done = pw, make(chan error, 1)
+		go func() {
+			err := p.read(pr)
+			if err != nil {
+				pr.CloseWithError(err)
+			}
+			io.Copy(io.Discard, pr)
+			p.done <- err
+		}()
+		held := p.held
+		p.held = nil
+		if _, err := pw.Write(held); err != nil {
+			return 0, err
+		}
+	}
+	return p.pw.Write(b)
+}
+
+// finish ends the stream and returns read's error.
+func (p *pullSink) finish() error {
+	p.mu.Lock()
+	pw, held := p.pw, p.held
+	p.held, p.finished = nil, true
+	p.mu.Unlock()
+	if pw == nil {
+		return p.read(bytes.NewReader(held))
+	}
+	pw.Close()
+	return <-p.done
 }
 
 func (s *Session) ensureClaimed(ctx context.Context) error {
