@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	gosync "sync"
 	"syscall"
 	"time"
 )
@@ -84,12 +85,16 @@ func writeItem(r *os.Root, it *Item, dst string, direct ...bool) (Entry, error) 
 	// The content hash is only kept for a file whose mtime is recent (see
 	// racyWindow); computing it for the others would be wasted.
 	var h hash.Hash
+	buf := copyBufs.Get().(*[]byte)
 	if e.MTime >= time.Now().Add(-racyWindow).UnixNano() {
 		h = sha256.New()
-		_, err = io.Copy(io.MultiWriter(out, h), it.Body)
+		_, err = io.CopyBuffer(io.MultiWriter(out, h), it.Body, *buf)
 	} else {
-		_, err = io.Copy(out, it.Body)
+		// Through the buffer, not os.File's ReadFrom: from a tar stream it
+		// falls back to a copy with a new 32 KiB buffer for each file.
+		_, err = io.CopyBuffer(writerOnly{out}, it.Body, *buf)
 	}
+	copyBufs.Put(buf)
 	if err == nil {
 		err = out.Chmod(e.Mode.Perm())
 	}
@@ -120,6 +125,14 @@ func writeItem(r *os.Root, it *Item, dst string, direct ...bool) (Entry, error) 
 	}
 	return ne, nil
 }
+
+// copyBufs are the buffers writeItem copies contents through, reused from
+// file to file (a push of many small files made one each).
+var copyBufs = gosync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
+
+// writerOnly hides all but Write (io.CopyBuffer would use a ReaderFrom and
+// not the buffer).
+type writerOnly struct{ io.Writer }
 
 func tempName(p string) string {
 	var b [6]byte
