@@ -1,0 +1,163 @@
+package hostd_test
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sbx-sh/sbx/internal/hostd"
+	"github.com/sbx-sh/sbx/internal/testenv"
+)
+
+// Attacks on the host daemon from where a sandboxed command, or a careless
+// caller, stands. Each held when written; they stay as regressions.
+
+// probeScript looks for a session's daemon the ways a process can: the
+// socket's path and its state dir, the kernel's list of unix sockets (which
+// names the path when the network namespace is the host's), a search of
+// every file system, and a connect (curl --unix-socket) to each path found.
+// curl exits 7 only when it could not connect; the daemon answers curl's
+// "GET " as a frame over its bound, which is another exit.
+func probeScript(stateDir string) string {
+	sock := hostd.SocketPath(stateDir)
+	return fmt.Sprintf(`s=%q; d=%q
+[ -e "$s" ] && echo SOCK-VISIBLE
+[ -e "$d" ] && echo DIR-VISIBLE
+grep -q 'hostd\.sock' /proc/net/unix && echo LISTED
+find / \( -path /proc -o -path /sys \) -prune -o -type s -name hostd.sock -print 2>/dev/null | grep -q . && echo FOUND
+for p in "$s" $(grep -o '/[^ ]*hostd\.sock' /proc/net/unix) $(find / \( -path /proc -o -path /sys \) -prune -o -type s -name hostd.sock -print 2>/dev/null); do
+	curl -s -m 5 --unix-socket "$p" http://daemon/ -o /dev/null; [ $? -ne 7 ] && echo "CONNECTED $p"
+done
+echo probed`, sock, stateDir)
+}
+
+// TestSandboxCannotReachDaemon: the daemon's socket sits in the session's
+// state dir, which no mount of the sandbox shows, with its own network
+// namespace and with the host's (--net, where /proc/net/unix lists the
+// socket's path: a path socket still needs the path). The same probe run on
+// the host finds and reaches it, so the probe can see what it looks for.
+func TestSandboxCannotReachDaemon(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Fatal("this test needs curl (apt-get install curl): the probe connects with curl --unix-socket")
+	}
+	for _, network := range []string{"none", "host"} {
+		t.Run(network, func(t *testing.T) {
+			w := newWorld(t)
+			w.env = append(w.env, "SBX_NETWORK="+network)
+			w.exec(t, false, "true")
+			w.waitDaemon(t, 0)
+			probe := probeScript(w.sessionDir("hd"))
+
+			// The control: on the host the probe sees the daemon.
+			host, err := exec.Command("bash", "-c", probe).CombinedOutput()
+			if err != nil {
+				t.Fatalf("the probe on the host: %v\n%s", err, host)
+			}
+			for _, want := range []string{"SOCK-VISIBLE", "DIR-VISIBLE", "LISTED", "FOUND", "CONNECTED"} {
+				if !strings.Contains(string(host), want) {
+					t.Fatalf("the probe run on the host did not report %s (it cannot see what it looks for):\n%s", want, host)
+				}
+			}
+
+			r := w.exec(t, true, probe)
+			got := strings.Fields(r.stdout)
+			allowed := []string{"probed"}
+			if network == "host" {
+				allowed = append(allowed, "LISTED") // the name, not the path
+			}
+			for _, g := range got {
+				if !slices.Contains(allowed, g) {
+					t.Errorf("a sandboxed command (network %s) reached the daemon: %q\n%s", network, r.stdout, r.stderr)
+					break
+				}
+			}
+			if !strings.HasSuffix(r.stdout, "probed\n") {
+				t.Fatalf("the probe did not finish in the sandbox: %q\n%s", r.stdout, r.stderr)
+			}
+		})
+	}
+}
+
+// TestDaemonLogsNoSecrets: a call's environment (tokens a user exports)
+// travels to the daemon in the request and becomes the command's; neither
+// the daemon's log nor its state dir keeps a value of it, debug level on.
+func TestDaemonLogsNoSecrets(t *testing.T) {
+	w := newWorld(t)
+	w.exec(t, false, "true")
+	w.waitDaemon(t, 0)
+	b := make([]byte, 16)
+	rand.Read(b)
+	secret := "tok" + hex.EncodeToString(b)
+	w.env = append(w.env, "R_API_TOKEN="+secret)
+	r := w.sbx(t, "exec", "--keep", "--session", "hd", "--", "echo ran")
+	if r.code != 0 || r.stdout != "ran\n" || !strings.Contains(r.stderr, viaDaemon) {
+		t.Fatalf("exec through the daemon: exit %d %q\n%s", r.code, r.stdout, r.stderr)
+	}
+	if strings.Contains(r.stderr, secret) {
+		t.Fatalf("sbx exec's own log shows the token:\n%s", r.stderr)
+	}
+	filepath.Walk(w.sessionDir("hd"), func(p string, fi os.FileInfo, err error) error {
+		if err != nil || !fi.Mode().IsRegular() {
+			return nil
+		}
+		if raw, _ := os.ReadFile(p); bytes.Contains(raw, []byte(secret)) {
+			t.Errorf("%s holds the caller's token", p)
+		}
+		return nil
+	})
+}
+
+// TestConcurrentFirstExecsOneDaemon: first kept execs of one session at
+// once each find no daemon and start one: exactly one serves (the state
+// dir's lock), the others end, and every command ran exactly once.
+func TestConcurrentFirstExecsOneDaemon(t *testing.T) {
+	w := newWorld(t)
+	const n = 4
+	var wg sync.WaitGroup
+	res := make([]result, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res[i] = w.sbx(t, "exec", "--keep", "--session", "hd", "--", fmt.Sprintf("echo run%d >> runs.txt; echo ran%d", i, i))
+		}()
+	}
+	wg.Wait()
+	for i, r := range res {
+		if r.code != 0 || r.stdout != fmt.Sprintf("ran%d\n", i) {
+			t.Fatalf("exec %d: exit %d %q\n%s", i, r.code, r.stdout, r.stderr)
+		}
+	}
+	w.waitDaemon(t, 0)
+	logPath := filepath.Join(w.sessionDir("hd"), "hostd.log")
+	// Every daemon started has said whether it serves before the calls
+	// below could start one more; wait until none but the server runs.
+	if !testenv.WaitFor(30*time.Second, func() bool { return len(w.daemonPids()) == 1 }) {
+		t.Fatalf("daemons of the session: %v", w.daemonPids())
+	}
+	w.exec(t, true, "echo later >> runs.txt")
+	log, _ := os.ReadFile(logPath)
+	if k := strings.Count(string(log), `msg="host daemon serving"`); k != 1 {
+		t.Fatalf("%d daemons served the session, want 1; the log:\n%s", k, log)
+	}
+	raw, _ := os.ReadFile(filepath.Join(w.code, "runs.txt"))
+	lines := strings.Fields(string(raw))
+	slices.Sort(lines)
+	want := []string{"later"}
+	for i := range n {
+		want = append(want, fmt.Sprintf("run%d", i))
+	}
+	slices.Sort(want)
+	if !slices.Equal(lines, want) {
+		t.Fatalf("runs.txt on the host: %q, want each command once: %q", raw, want)
+	}
+}
