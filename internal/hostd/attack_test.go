@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -159,5 +160,43 @@ func TestConcurrentFirstExecsOneDaemon(t *testing.T) {
 	slices.Sort(want)
 	if !slices.Equal(lines, want) {
 		t.Fatalf("runs.txt on the host: %q, want each command once: %q", raw, want)
+	}
+}
+
+// TestDaemonLogBounded: a daemon serves as long as commands come, and each
+// may add a line to its log that the sandbox chooses to cause (a refused
+// cwd report here; every round trip at debug level): past its bound
+// (1 MiB) the log starts anew while the daemon runs, not only when the
+// next daemon starts.
+func TestDaemonLogBounded(t *testing.T) {
+	const bound = 1 << 20
+	w := newWorld(t)
+	w.exec(t, false, "true")
+	pid := w.waitDaemon(t, 0)
+	// The next daemon finds a log just under its bound, which it keeps.
+	syscall.Kill(pid, syscall.SIGKILL)
+	if !testenv.WaitFor(10*time.Second, func() bool { return len(w.daemonPids()) == 0 }) {
+		t.Fatalf("the killed daemon is still there: %v", w.daemonPids())
+	}
+	logPath := filepath.Join(w.sessionDir("hd"), "hostd.log")
+	filler := bytes.Repeat([]byte("an old line of an earlier daemon\n"), (bound-512)/33)
+	if err := os.WriteFile(logPath, filler, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w.exec(t, false, "true")
+	w.waitDaemon(t, pid)
+	for range 8 {
+		w.exec(t, true, "echo not-a-path >&3")
+	}
+	fi, err := os.Stat(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, _ := os.ReadFile(logPath)
+	if fi.Size() > bound || !bytes.Contains(log, []byte("started anew")) {
+		t.Fatalf("hostd.log is %d bytes (bound %d) after the daemon logged past its bound; its end:\n%s", fi.Size(), bound, log[max(0, len(log)-1500):])
+	}
+	if !bytes.Contains(log, []byte("was ignored")) {
+		t.Fatalf("the daemon's later lines are not in its log:\n%s", log[max(0, len(log)-1500):])
 	}
 }

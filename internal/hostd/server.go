@@ -32,7 +32,7 @@ func Main(args []string) int {
 	if os.Getenv("SBX_DEBUG") != "" {
 		level = slog.LevelDebug
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.New(slog.NewTextHandler(newBoundedLog(os.Stderr, maxLog), &slog.HandlerOptions{Level: level}))
 	if len(args) != 1 {
 		log.Error("host daemon: want one argument, the session's state dir")
 		return 2
