@@ -193,9 +193,9 @@ func (b *box) Exec(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, error
 				pushHeads.Put(buf)
 			}()
 		}
-		if err := output("pull", cmd.Sync.Pull); err != nil {
-			return sandbox.Result{}, err
-		}
+		// The pull comes in the final reply while it is small; a larger
+		// one through a pipe the worker makes once it needs one.
+		req.PullPipe = true
 	}
 
 	if err := c.writeFrame(req, send...); err != nil {
@@ -211,6 +211,7 @@ func (b *box) Exec(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, error
 	stop := context.AfterFunc(ctx, func() { c.writeFrame(request{Op: "kill"}) })
 	defer stop()
 	var r reply
+	pulling := false
 	for {
 		r = reply{}
 		files, err := c.readFrame(&r)
@@ -220,6 +221,23 @@ func (b *box) Exec(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, error
 		if r.Started && cmd.TTY != nil && len(files) == 1 {
 			b.serveTerminal(files[0], cmd, &copiers)
 			files = nil
+		}
+		if r.PullPipe {
+			if err := checkPullPipe(cmd, r, files, pulling); err != nil {
+				closeAll(files)
+				return sandbox.Result{}, fmt.Errorf("%w: %v", sandbox.ErrLost, err)
+			}
+			pulling = true
+			pr := files[0]
+			files = nil
+			copiers.Add(1)
+			go func() {
+				defer copiers.Done()
+				buf := copyBuffers.Get().(*[]byte)
+				io.CopyBuffer(onlyWriter{cmd.Sync.Pull}, onlyReader{pr}, *buf)
+				copyBuffers.Put(buf)
+				pr.Close()
+			}()
 		}
 		closeAll(files)
 		if r.Done {
@@ -253,6 +271,30 @@ func (b *box) Exec(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, error
 		return res, ctx.Err()
 	}
 	return res, nil
+}
+
+// checkPullPipe checks a frame that says it carries the pull's pipe: the
+// sandbox chose it, so it must be the one pipe of an exec that asked for
+// one, before the final reply.
+func checkPullPipe(cmd *sandbox.Cmd, r reply, files []*os.File, already bool) error {
+	switch {
+	case cmd.Sync == nil:
+		return errors.New("the sandbox sent a pull pipe for a command without a sync")
+	case already:
+		return errors.New("the sandbox sent a second pull pipe")
+	case r.Done:
+		return errors.New("the sandbox sent a pull pipe with its final reply")
+	case len(files) != 1:
+		return fmt.Errorf("the sandbox sent a pull pipe frame with %d descriptors, want 1", len(files))
+	}
+	st, err := files[0].Stat()
+	if err != nil {
+		return fmt.Errorf("the sandbox's pull pipe: %v", err)
+	}
+	if st.Mode().Type() != os.ModeNamedPipe {
+		return fmt.Errorf("the sandbox sent a %v as its pull pipe, not a pipe", st.Mode().Type())
+	}
+	return nil
 }
 
 // sameWriter reports whether a and b are the same writer, so their output

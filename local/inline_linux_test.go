@@ -80,3 +80,120 @@ func TestSmallPushInline(t *testing.T) {
 		}
 	}
 }
+
+// fakeInitSends serves one exec as a hostile init might: before its final
+// reply it sends the frames that send writes.
+func fakeInitSends(t *testing.T, send func(c *conn)) *box {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "init.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		c := newConn(nc.(*net.UnixConn))
+		defer c.Close()
+		var req request
+		files, err := c.readFrame(&req)
+		closeAll(files)
+		if err != nil {
+			return
+		}
+		send(c)
+	}()
+	return &box{st: state{Socket: sock, HostUID: os.Geteuid(), HostGID: os.Getegid()}}
+}
+
+// TestPullPipeFromTheSandbox: a pull past inlineSync comes through a pipe
+// the sandbox side sends up; the host takes one pipe, for an exec with a
+// sync, before the final reply, and nothing else as one: a regular file, a
+// second pipe, a pipe for a command without sync, a frame without it or
+// with two, one riding on the final reply are each a lost sandbox, and
+// nothing of them reaches the sync.
+func TestPullPipeFromTheSandbox(t *testing.T) {
+	syncCmd := func(pull *bytes.Buffer) *sandbox.Cmd {
+		return &sandbox.Cmd{Argv: []string{"true"}, Sync: &sandbox.SyncIO{Request: []byte(`{}`), Push: strings.NewReader(""), Pull: pull}}
+	}
+	pipeWith := func(t *testing.T, data string) *os.File {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { w.WriteString(data); w.Close() }()
+		return r
+	}
+	t.Run("a pipe", func(t *testing.T) {
+		big := strings.Repeat("p", inlineSync+100)
+		b := fakeInitSends(t, func(c *conn) {
+			r := pipeWith(t, big)
+			c.writeFrame(reply{PullPipe: true}, r)
+			r.Close()
+			c.writeFrame(reply{Done: true, Sync: []byte(`{}`)})
+		})
+		var pull bytes.Buffer
+		if _, err := b.Exec(context.Background(), syncCmd(&pull)); err != nil || pull.String() != big {
+			t.Fatalf("err %v, %d bytes of the pull, want %d", err, pull.Len(), len(big))
+		}
+	})
+	for _, row := range []struct {
+		name string
+		cmd  func(*bytes.Buffer) *sandbox.Cmd
+		send func(t *testing.T, c *conn)
+	}{
+		{"a regular file", syncCmd, func(t *testing.T, c *conn) {
+			f, err := os.CreateTemp(t.TempDir(), "f")
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.WriteString("planted")
+			f.Seek(0, 0)
+			c.writeFrame(reply{PullPipe: true}, f)
+			f.Close()
+			c.writeFrame(reply{Done: true, Sync: []byte(`{}`)})
+		}},
+		{"a second pipe", syncCmd, func(t *testing.T, c *conn) {
+			for range 2 {
+				r := pipeWith(t, "")
+				c.writeFrame(reply{PullPipe: true}, r)
+				r.Close()
+			}
+			c.writeFrame(reply{Done: true, Sync: []byte(`{}`)})
+		}},
+		{"a pipe for a command without sync", func(*bytes.Buffer) *sandbox.Cmd { return &sandbox.Cmd{Argv: []string{"true"}} }, func(t *testing.T, c *conn) {
+			r := pipeWith(t, "x")
+			c.writeFrame(reply{PullPipe: true}, r)
+			r.Close()
+			c.writeFrame(reply{Done: true})
+		}},
+		{"no descriptor", syncCmd, func(t *testing.T, c *conn) {
+			c.writeFrame(reply{PullPipe: true})
+			c.writeFrame(reply{Done: true, Sync: []byte(`{}`)})
+		}},
+		{"two descriptors", syncCmd, func(t *testing.T, c *conn) {
+			r1, r2 := pipeWith(t, "a"), pipeWith(t, "b")
+			c.writeFrame(reply{PullPipe: true}, r1, r2)
+			r1.Close()
+			r2.Close()
+			c.writeFrame(reply{Done: true, Sync: []byte(`{}`)})
+		}},
+		{"on the final reply", syncCmd, func(t *testing.T, c *conn) {
+			r := pipeWith(t, "x")
+			c.writeFrame(reply{PullPipe: true, Done: true, Sync: []byte(`{}`)}, r)
+			r.Close()
+		}},
+	} {
+		t.Run(row.name, func(t *testing.T) {
+			b := fakeInitSends(t, func(c *conn) { row.send(t, c) })
+			var pull bytes.Buffer
+			_, err := b.Exec(context.Background(), row.cmd(&pull))
+			if !errors.Is(err, sandbox.ErrLost) || strings.Contains(pull.String(), "planted") {
+				t.Fatalf("err %v, pull %q; want ErrLost and nothing of it", err, pull.String())
+			}
+		})
+	}
+}

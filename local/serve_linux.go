@@ -171,7 +171,7 @@ func (s *server) exec(c *conn, req *request, files []*os.File) {
 	}
 	// The worker looks the program up on the command's PATH (runner.Run).
 	wreq := workerExec{Argv: req.Argv, Env: req.Env, Dir: req.Dir, TTY: req.TTY, Fds: req.Fds, StderrToStdout: req.StderrToStdout, Sync: req.Sync,
-		Fd3: req.Fd3, Fd4: req.Fd4, Fallback: req.Fallback, Push: req.Push}
+		Fd3: req.Fd3, Fd4: req.Fd4, Fallback: req.Fallback, Push: req.Push, PullPipe: req.PullPipe}
 	start := time.Now()
 	w, err := s.handOff(&wreq, files)
 	closeAll(files)
@@ -224,11 +224,26 @@ func (s *server) exec(c *conn, req *request, files []*os.File) {
 	}
 	done := make(chan reply, 1)
 	go func() {
-		var r reply
-		if _, err := w.c.readFrame(&r); err != nil {
-			r = reply{Done: true, ExitCode: 137, Signal: "SIGKILL", Error: "worker lost: " + err.Error()}
+		relayed := false
+		for {
+			var r reply
+			files, err := w.c.readFrame(&r)
+			if err != nil {
+				done <- reply{Done: true, ExitCode: 137, Signal: "SIGKILL", Error: "worker lost: " + err.Error()}
+				return
+			}
+			if r.PullPipe && !r.Done && !relayed && req.PullPipe {
+				// The pull's pipe, made by the worker once the pull
+				// outgrew the reply: on to the client, which reads it.
+				relayed = true
+				c.writeFrame(reply{PullPipe: true}, files...)
+				closeAll(files)
+				continue
+			}
+			closeAll(files)
+			done <- r
+			return
 		}
-		done <- r
 	}()
 	timedOut := false
 	var r reply

@@ -61,6 +61,11 @@ type request struct {
 	// Push is the whole push stream when it is small (at most inlineSync
 	// bytes): it then comes in the frame instead of as a "push" descriptor.
 	Push []byte `json:"push,omitempty"`
+	// PullPipe asks for the pull in the final reply while it stays within
+	// inlineSync bytes, and past them through a pipe that the sandbox side
+	// makes and sends up in a reply frame of its own (reply.PullPipe): a
+	// warm command makes no pipe for its pull.
+	PullPipe bool `json:"pull_pipe,omitempty"`
 	// Port is the sandbox loopback port of a "dial" (port_linux.go).
 	Port int `json:"port,omitempty"`
 }
@@ -87,6 +92,10 @@ type reply struct {
 	// Pull is the whole pull stream when it stayed small (at most
 	// inlineSync bytes): the "pull" descriptor then got nothing.
 	Pull []byte `json:"pull,omitempty"`
+	// PullPipe is set on the frame, before the final one, that carries the
+	// reading end of the pull's pipe (request.PullPipe): at most one per
+	// exec, only for one that asked, and a pipe (the host checks all three).
+	PullPipe bool `json:"pull_pipe,omitempty"`
 }
 
 // inlineSync bounds a push or pull carried in a frame instead of a pipe:

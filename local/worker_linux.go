@@ -54,6 +54,9 @@ type workerExec struct {
 	Fallback []string `json:"fallback,omitempty"`
 	// Push is the push stream when it came in the request's frame.
 	Push []byte `json:"push,omitempty"`
+	// PullPipe is the request's: a pull past inlineSync goes through a pipe
+	// this worker makes and sends up.
+	PullPipe bool `json:"pull_pipe,omitempty"`
 }
 
 const fdWorker = 3
@@ -185,6 +188,10 @@ func runOne(c *conn, req *workerExec, files []*os.File) reply {
 	if f, ok := stdio["pull"]; ok {
 		pull = &inlinePull{pipe: f}
 		rc.Pull = pull
+	} else if req.PullPipe && req.Sync != nil {
+		pull = &inlinePull{send: func(r *os.File) error { return c.writeFrame(reply{PullPipe: true}, r) }}
+		rc.Pull = pull
+		defer pull.close()
 	}
 	iso := &workerIsolation{c: c, req: req, files: files}
 	// A terminal comes from the sandbox's own devpts, so that the command's
@@ -216,6 +223,11 @@ type inlinePull struct {
 	pipe    *os.File
 	buf     []byte
 	spilled bool
+	// send, when set, makes the pipe at the spill: it sends the pipe's
+	// reading end up (the writing end is closed by close, before the
+	// final reply, so that the host's copy ends).
+	send func(r *os.File) error
+	made bool
 }
 
 func (p *inlinePull) Write(b []byte) (int, error) {
@@ -225,12 +237,32 @@ func (p *inlinePull) Write(b []byte) (int, error) {
 	}
 	if !p.spilled {
 		p.spilled = true
+		if p.pipe == nil {
+			r, w, err := os.Pipe()
+			if err != nil {
+				return 0, err
+			}
+			err = p.send(r)
+			r.Close()
+			if err != nil {
+				w.Close()
+				return 0, err
+			}
+			p.pipe, p.made = w, true
+		}
 		if _, err := p.pipe.Write(p.buf); err != nil {
 			return 0, err
 		}
 		p.buf = nil
 	}
 	return p.pipe.Write(b)
+}
+
+// close closes the pipe inlinePull made, if it made one.
+func (p *inlinePull) close() {
+	if p.made {
+		p.pipe.Close()
+	}
 }
 
 // workerIsolation is the worker's part of a command: a session of its own
