@@ -355,8 +355,9 @@ func PruneJournals(root string) {
 }
 
 // keepFile puts the content of name (in dir) at dst: a hard link when
-// possible (the pull-back then replaces the name by rename, so the kept
-// inode is never written again), else a copy.
+// possible and name is the file's only link (the pull-back then replaces
+// the name by rename, so the kept inode is never written again), else a
+// copy.
 func keepFile(dir *os.Root, name, dst string) error {
 	if linkOut(dir, name, dst) == nil {
 		return nil

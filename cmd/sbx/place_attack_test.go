@@ -86,3 +86,38 @@ cp /bin/true made-suid; chmod 6755 made-suid; mkdir made-sg; chmod 2775 made-sg`
 	}
 	w.sbx(t, code, "release", "--session", "special")
 }
+
+// TestJournalKeepsAHardLinkedVersion: a host file with a second name (a
+// hard link) that a pull-back overwrites is kept in the journal as it was,
+// though the other name is edited in place afterwards: the journal held
+// the very inode both names shared (a hard link "where possible"), so the
+// edit of the other name rewrote the version sbx undo puts back.
+func TestJournalKeepsAHardLinkedVersion(t *testing.T) {
+	w := newWorld(t)
+	code := w.code
+	a, b := filepath.Join(code, "a"), filepath.Join(code, "b")
+	os.WriteFile(a, []byte("version 1\n"), 0o644)
+	if err := os.Link(a, b); err != nil {
+		t.Fatal(err)
+	}
+	if r := w.sbx(t, code, "exec", "--keep", "--session", "jl", "--", "echo version 2 > a"); r.code != 0 {
+		t.Fatalf("exec: %d %s", r.code, r.stderr)
+	}
+	if got, _ := os.ReadFile(a); string(got) != "version 2\n" {
+		t.Fatalf("a on the host after the pull-back: %q", got)
+	}
+	// The user edits the other name in place.
+	f, err := os.OpenFile(b, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("edited through b\n")
+	f.Close()
+	if r := w.sbx(t, code, "undo", "--session", "jl"); r.code != 0 {
+		t.Fatalf("undo: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if got, _ := os.ReadFile(a); string(got) != "version 1\n" {
+		t.Fatalf("sbx undo put back %q for a, want the version the pull-back overwrote, %q", got, "version 1\n")
+	}
+	w.sbx(t, code, "release", "--session", "jl")
+}
