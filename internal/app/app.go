@@ -23,11 +23,13 @@ import (
 
 // Main runs this binary as a sandbox init, an in-pod helper or a kept
 // cluster session's relay when it was re-executed as one, and returns
-// otherwise. Both mains call it first.
+// otherwise, with the descriptors it inherited past stderr made
+// close-on-exec (closeInheritedOnExec). Both mains call it first.
 func Main() {
 	local.Main()        // a sandbox init re-executes this binary
 	inpod.Main()        // so does a remote sandbox's helper
 	cluster.RelayMain() // and a kept cluster session's relay
+	closeInheritedOnExec()
 }
 
 // Kind says how the process that opens sessions lives, which decides the

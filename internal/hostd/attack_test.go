@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -198,5 +199,60 @@ func TestDaemonLogBounded(t *testing.T) {
 	}
 	if !bytes.Contains(log, []byte("was ignored")) {
 		t.Fatalf("the daemon's later lines are not in its log:\n%s", log[max(0, len(log)-1500):])
+	}
+}
+
+// TestCallerDescriptorsNotInherited: a descriptor the caller of sbx exec
+// leaves open without close-on-exec (a shell's `exec 7>...`, a lock held
+// with flock 9, the pipe of a $(...) around a script) stays with that call:
+// neither the host daemon that call starts nor the sandbox's init holds
+// it. Both did: the daemon kept it for as long as it served (a caller
+// reading to the pipe's end hung, a lock stayed taken), and the init, a
+// process inside the sandbox's namespaces, had a host file open.
+func TestCallerDescriptorsNotInherited(t *testing.T) {
+	w := newWorld(t)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	lock, err := os.CreateTemp("", "hostdlock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(lock.Name())
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(sbxBin, "exec", "--keep", "--session", "hd", "--", "true")
+	cmd.Dir, cmd.Env = w.code, w.env
+	cmd.ExtraFiles = []*os.File{pw, lock} // fds 3 and 4 of sbx, without close-on-exec
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("sbx exec: %v\n%s", err, out)
+	}
+	pw.Close()
+	lock.Close()
+	w.waitDaemon(t, 0)
+	// The pipe ends once no process but this one held its writing end.
+	ended := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, pr)
+		ended <- err
+	}()
+	select {
+	case <-ended:
+	case <-time.After(20 * time.Second):
+		pr.Close()
+		t.Fatalf("the caller's pipe did not end after sbx exec did: a process it started holds it (%v)", testenv.HostProcs(w.sessionDir("hd")))
+	}
+	// And the caller's lock is free again.
+	f, err := os.Open(lock.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatalf("the caller's flock is still held after sbx exec ended: %v", err)
 	}
 }
