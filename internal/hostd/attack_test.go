@@ -256,3 +256,30 @@ func TestCallerDescriptorsNotInherited(t *testing.T) {
 		t.Fatalf("the caller's flock is still held after sbx exec ended: %v", err)
 	}
 }
+
+// TestDaemonAfterARoundTripWithoutIt: a call that does not use the daemon
+// (host_daemon off) runs its own round trip beside the daemon's session;
+// the daemon's next call neither undoes nor refuses what that one synced:
+// the sandbox's later edit and removal apply without a conflict.
+func TestDaemonAfterARoundTripWithoutIt(t *testing.T) {
+	w := newWorld(t)
+	w.exec(t, false, "true")
+	w.waitDaemon(t, 0)
+	own := w.env
+	w.env = append(append([]string(nil), own...), "SBX_HOST_DAEMON=false")
+	r := w.sbx(t, "exec", "--keep", "--session", "hd", "--", "echo three > README; echo g > g")
+	if r.code != 0 || strings.Contains(r.stderr, viaDaemon) {
+		t.Fatalf("the call without the daemon: exit %d\n%s", r.code, r.stderr)
+	}
+	w.env = own
+	r = w.exec(t, true, "echo four > README; rm g")
+	if strings.Contains(r.stderr, "conflict") {
+		t.Fatalf("the daemon's call saw a conflict:\n%s", r.stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(w.code, "README")); string(b) != "four\n" {
+		t.Fatalf("README on the host: %q, want the sandbox's last edit", b)
+	}
+	if _, err := os.Lstat(filepath.Join(w.code, "g")); err == nil {
+		t.Fatalf("g is still on the host after the sandbox removed it")
+	}
+}
