@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/sbx-sh/sbx/sandbox"
@@ -173,23 +174,41 @@ func (s *server) exec(c *conn, req *request, files []*os.File) {
 	wreq := workerExec{Argv: req.Argv, Env: req.Env, Dir: req.Dir, TTY: req.TTY, Fds: req.Fds, StderrToStdout: req.StderrToStdout, Sync: req.Sync,
 		Fd3: req.Fd3, Fd4: req.Fd4, Fallback: req.Fallback, Push: req.Push, PullPipe: req.PullPipe}
 	start := time.Now()
-	w, err := s.handOff(&wreq, files)
-	closeAll(files)
-	if err != nil {
-		c.writeFrame(reply{Done: true, Error: err.Error()})
-		return
-	}
 	// The worker says when the command runs, with the terminal's master side
 	// for a TTY command; pass both on (only the terminal's client needs
 	// it: for any other command the host waits for the end alone, and one
 	// frame less is one wake-up less on each side).
-	var started reply
-	sfiles, err := w.c.readFrame(&started)
-	if err != nil {
+	var (
+		w       *worker
+		started reply
+		sfiles  []*os.File
+	)
+	for attempt := 1; ; attempt++ {
+		var err error
+		w, err = s.handOff(&wreq, files)
+		if err != nil {
+			closeAll(files)
+			c.writeFrame(reply{Done: true, Error: err.Error()})
+			return
+		}
+		sfiles, err = w.c.readFrame(&started)
+		if err == nil {
+			break
+		}
 		w.kill()
-		c.writeFrame(reply{Done: true, Error: "worker lost: " + err.Error()})
-		return
+		// A worker killed while idle (the OOM killer) can take a frame
+		// before its last thread has closed its descriptors. The kernel
+		// then resets the connection because the frame lay unread
+		// (ECONNRESET, not EOF): the worker did nothing with the request,
+		// and another may run it. Anything else may have begun.
+		if !errors.Is(err, syscall.ECONNRESET) || attempt == maxHandOffs {
+			closeAll(files)
+			c.writeFrame(reply{Done: true, Error: "worker lost: " + err.Error()})
+			return
+		}
 	}
+	closeAll(files)
+	var err error
 	if req.TTY || started.Done {
 		err = c.writeFrame(started, sfiles...)
 	}
@@ -342,9 +361,13 @@ func (s *server) trim() int {
 // handOff gives the command to a live worker. A worker that died while idle
 // (the kernel killed it) refuses the frame at once, having received
 // nothing: it is dropped, and the command goes to another one.
+// maxHandOffs is how many workers in a row one command is offered to before
+// it fails: each of them found dead as it was handed the command.
+const maxHandOffs = 3
+
 func (s *server) handOff(wreq *workerExec, files []*os.File) (*worker, error) {
 	var last error
-	for range 3 {
+	for range maxHandOffs {
 		w, err := s.getWorker()
 		if err != nil {
 			return nil, err

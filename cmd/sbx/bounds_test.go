@@ -94,9 +94,16 @@ func children(pid int, name string) []int {
 // The kernel may kill an idle worker (the OOM killer, say): the init must
 // never hand a command to a dead one. It once failed a command with exit
 // 125 "hand the command to a worker: write unix @: sendmsg: broken pipe".
+//
+// A killed Go worker's main thread shows as a zombie while its other
+// threads still hold its descriptors: a command handed over then is taken by
+// the kernel and lost with the worker ("recvmsg: connection reset by peer").
+// The kept session's host daemon is off here, so that each command reaches
+// the init as soon after the kill as a CLI can, inside that window.
 func TestDeadIdleWorkersReplaced(t *testing.T) {
 	w := newWorld(t)
-	if r := w.sbx(t, w.code, "exec", "--keep", "--session", "dw", "--", "true"); r.code != 0 {
+	noDaemon := []string{"SBX_HOST_DAEMON=false"}
+	if r := w.sbxEnv(t, w.code, noDaemon, "exec", "--keep", "--session", "dw", "--", "true"); r.code != 0 {
 		t.Fatalf("exec: %d %s", r.code, r.stderr)
 	}
 	raw, err := os.ReadFile(filepath.Join(w.state, "sbx", "sessions", "dw", "local.json"))
@@ -134,7 +141,7 @@ func TestDeadIdleWorkersReplaced(t *testing.T) {
 				time.Sleep(10 * time.Millisecond)
 			}
 		}
-		r := w.sbx(t, w.code, "exec", "--keep", "--session", "dw", "--", "echo alive")
+		r := w.sbxEnv(t, w.code, noDaemon, "exec", "--keep", "--session", "dw", "--", "echo alive")
 		if r.code != 0 || r.stdout != "alive\n" {
 			t.Fatalf("round %d: after its %d idle workers were killed, a command failed: exit %d, stdout %q, stderr:\n%s", round, len(idle), r.code, r.stdout, r.stderr)
 		}
