@@ -38,7 +38,8 @@ type Call struct {
 }
 
 // dial connects to the daemon of stateDir after checking that the
-// directory and the socket are this user's and private.
+// directory and the socket are this user's and private, through a
+// descriptor of the directory checked (dialPrivate).
 func dial(ctx context.Context, stateDir string) (*net.UnixConn, error) {
 	if !supported {
 		return nil, errUnsupported
@@ -47,15 +48,7 @@ func dial(ctx context.Context, stateDir string) (*net.UnixConn, error) {
 	if sock == "" {
 		return nil, errors.New("the state dir's path is too long for a unix socket")
 	}
-	if err := privateDir(stateDir, sock); err != nil {
-		return nil, err
-	}
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", sock)
-	if err != nil {
-		return nil, err // ECONNREFUSED: a stale socket, its daemon gone
-	}
-	return c.(*net.UnixConn), nil
+	return dialPrivate(ctx, stateDir, sock)
 }
 
 // Exec runs c.Command through the session's daemon. An error wrapping

@@ -3,6 +3,7 @@
 package hostd
 
 import (
+	"context"
 	"io/fs"
 	"net"
 )
@@ -12,3 +13,6 @@ const supported = false
 
 func ownedByUs(fs.FileInfo) error        { return errUnsupported }
 func peerUid(*net.UnixConn) (int, error) { return -1, errUnsupported }
+func dialPrivate(context.Context, string, string) (*net.UnixConn, error) {
+	return nil, errUnsupported
+}
