@@ -6,7 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
+	gosync "sync"
+	"sync/atomic"
 
+	"github.com/sbx-sh/sbx/internal/dirent"
 	"golang.org/x/sys/unix"
 )
 
@@ -15,12 +19,17 @@ import (
 // as a file of its own, full size: so a regular file counts its length or its
 // blocks, whichever is more (a sparse file is its length on the host), and
 // each of its names counts (hard links come back as copies). Anything else
-// counts its blocks. Each directory is
-// listed and its entries stat'ed through its open descriptor (one name
-// lookup each, as the sync's scanner does). A directory it cannot read is
-// an error: what it holds cannot be measured.
+// counts its blocks. A directory it cannot read is an error: what it holds
+// cannot be measured. Symbolic links are counted, never followed.
+//
+// It is a stat walk as cheap as one can be, since it runs after every command
+// of a session without a watcher: duWorkers goroutines over the directories,
+// each listed with getdents64 into a buffer of its walker's own and its
+// entries stat'ed with statx (size, blocks and type only) through the
+// directory's descriptor: no allocation per entry, one name lookup each, and
+// a subdirectory opened with O_NOFOLLOW from its parent's descriptor, never
+// by its path (the sandbox may swap a directory for a link meanwhile).
 func diskUsage(dir string, stop int64) (int64, error) {
-	w := duWalk{stop: stop}
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	if errors.Is(err, unix.ENOENT) {
 		return 0, nil
@@ -28,52 +37,174 @@ func diskUsage(dir string, stop int64) (int64, error) {
 	if err != nil {
 		return 0, &os.PathError{Op: "open", Path: dir, Err: err}
 	}
-	err = w.dir(fd, dir)
-	if err == errOverStop {
-		err = nil
+	w := &duWalk{stop: stop}
+	w.cond.L = &w.mu
+	w.push(&duDir{fd: fd, path: dir})
+	n := duWorkers()
+	var wg gosync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.work()
+		}()
 	}
-	return w.total, err
+	wg.Wait()
+	// Whatever the walk left queued (it stopped early) is closed.
+	for _, d := range w.queue {
+		d.release()
+	}
+	if w.err == errOverStop {
+		w.err = nil
+	}
+	return w.total.Load(), w.err
 }
+
+// duWorkers is how many directories the disk walk reads at once: a stat walk
+// is the kernel's CPU work on a warm cache, so about the cores, and a few
+// more for a cold one waiting on the disk.
+func duWorkers() int { return min(16, max(4, 2*runtime.NumCPU())) }
 
 var errOverStop = errors.New("over")
 
-type duWalk struct {
-	stop, total int64
+// duDir is a directory to walk: open at fd, or to be opened as name in its
+// parent (which stays open until then).
+type duDir struct {
+	fd     int
+	parent *duDir
+	name   string
+	path   string // of the root only; others are named from their parents on error
+	refs   atomic.Int32
 }
 
-// dir sums the directory open at fd (and closes it).
-func (w *duWalk) dir(fd int, path string) error {
-	f := os.NewFile(uintptr(fd), path)
-	defer f.Close()
-	names, err := f.Readdirnames(-1)
-	if err != nil {
-		return fmt.Errorf("list %s: %w", path, err)
+// release drops one reference: the directory's walk, or a queued child's.
+func (d *duDir) release() {
+	for ; d != nil; d = d.parent {
+		if d.refs.Add(-1) > 0 {
+			return
+		}
+		if d.fd >= 0 {
+			unix.Close(d.fd)
+			d.fd = -1
+		}
 	}
-	var st unix.Stat_t
-	for _, name := range names {
-		if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			continue // gone since the listing
+}
+
+// fullPath names d for an error.
+func (d *duDir) fullPath() string {
+	if d.parent == nil {
+		return d.path
+	}
+	return d.parent.fullPath() + "/" + d.name
+}
+
+type duWalk struct {
+	stop  int64
+	total atomic.Int64
+
+	mu    gosync.Mutex
+	cond  gosync.Cond
+	queue []*duDir // a stack: depth first, so few directories are open at once
+	busy  int      // walkers reading a directory
+	err   error    // the first error, or errOverStop; the walk ends
+}
+
+// push queues d, holding a reference to it for its walk.
+func (w *duWalk) push(d *duDir) {
+	d.refs.Add(1)
+	w.mu.Lock()
+	w.queue = append(w.queue, d)
+	w.mu.Unlock()
+	w.cond.Signal()
+}
+
+func (w *duWalk) fail(err error) {
+	w.mu.Lock()
+	if w.err == nil {
+		w.err = err
+	}
+	w.mu.Unlock()
+	w.cond.Broadcast()
+}
+
+// work takes directories off the queue until the walk is over: nothing
+// queued and no walker reading (which could queue more), or an error.
+func (w *duWalk) work() {
+	buf := make([]byte, dirent.BufSize)
+	for {
+		w.mu.Lock()
+		for w.err == nil && len(w.queue) == 0 && w.busy > 0 {
+			w.cond.Wait()
 		}
-		n := st.Blocks * 512
-		if st.Mode&unix.S_IFMT == unix.S_IFREG {
-			n = max(n, st.Size)
+		if w.err != nil || len(w.queue) == 0 {
+			w.mu.Unlock()
+			w.cond.Broadcast()
+			return
 		}
-		w.total += n
-		if w.total > w.stop {
+		d := w.queue[len(w.queue)-1]
+		w.queue = w.queue[:len(w.queue)-1]
+		w.busy++
+		w.mu.Unlock()
+
+		if err := w.dir(d, buf); err != nil {
+			w.fail(err)
+		}
+		w.mu.Lock()
+		w.busy--
+		w.mu.Unlock()
+		w.cond.Broadcast()
+	}
+}
+
+// dir sums the entries of d and queues its subdirectories.
+func (w *duWalk) dir(d *duDir, buf []byte) error {
+	defer d.release()
+	if d.fd < 0 {
+		cname := append([]byte(d.name), 0)
+		fd, err := dirent.Openat(d.parent.fd, &cname[0])
+		if errors.Is(err, unix.ENOENT) {
+			return nil // gone since its parent was listed
+		}
+		if err != nil {
+			return &os.PathError{Op: "open", Path: d.fullPath(), Err: err}
+		}
+		d.fd = fd
+		// The parent's reference for this child is dropped: the child
+		// needs it no more.
+		p := d.parent
+		d.parent = nil
+		d.path = p.fullPath() + "/" + d.name
+		p.release()
+	}
+	var st unix.Statx_t
+	err := dirent.Each(d.fd, buf, func(name []byte, cname *byte, typ uint8) error {
+		if err := dirent.Statx(d.fd, cname, unix.STATX_TYPE|unix.STATX_SIZE|unix.STATX_BLOCKS, &st); err != nil {
+			if err == unix.ENOENT {
+				return nil // gone since the listing
+			}
+			// A directory listable but not searchable (mode r--): what it
+			// holds cannot be measured, so it is not taken for nothing.
+			return &os.PathError{Op: "stat", Path: d.fullPath() + "/" + string(name), Err: err}
+		}
+		n := int64(st.Blocks) * 512
+		mode := uint32(st.Mode) & unix.S_IFMT
+		if mode == unix.S_IFREG {
+			n = max(n, int64(st.Size))
+		}
+		if w.total.Add(n) > w.stop {
 			return errOverStop
 		}
-		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-			sub, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
-			if errors.Is(err, unix.ENOENT) {
-				continue
-			}
-			if err != nil {
-				return &os.PathError{Op: "open", Path: path + "/" + name, Err: err}
-			}
-			if err := w.dir(sub, path+"/"+name); err != nil {
-				return err
-			}
+		if mode == unix.S_IFDIR {
+			d.refs.Add(1) // the child's, until it is opened
+			w.push(&duDir{fd: -1, parent: d, name: string(name)})
 		}
+		return nil
+	})
+	if err == errOverStop {
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("list %s: %w", d.fullPath(), err)
 	}
 	return nil
 }
