@@ -354,7 +354,12 @@ func hashFile(p string) (string, error) {
 // hashReader is the content hash manifests record: 128 bits of SHA-256.
 func hashReader(r io.Reader) (string, error) {
 	h := sha256.New()
-	if _, err := io.Copy(h, r); err != nil {
+	// Through a pooled buffer: io.Copy from an os.File takes its WriteTo,
+	// which makes a new 32 KiB buffer for each file hashed.
+	buf := copyBufs.Get().(*[]byte)
+	_, err := io.CopyBuffer(h, readerOnly{r}, *buf)
+	copyBufs.Put(buf)
+	if err != nil {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)[:16]), nil

@@ -159,7 +159,14 @@ func writeEntry(tw *tar.Writer, r *os.Root, c Change) error {
 	if err := tw.WriteHeader(h); err != nil {
 		return err
 	}
-	n, err := io.CopyN(tw, f, fi.Size())
+	// Through a pooled buffer: io.CopyN from an os.File takes its WriteTo,
+	// which makes a new 32 KiB buffer for each file packed.
+	buf := copyBufs.Get().(*[]byte)
+	n, err := io.CopyBuffer(writerOnly{tw}, readerOnly{io.LimitReader(f, fi.Size())}, *buf)
+	copyBufs.Put(buf)
+	if err == nil && n < fi.Size() {
+		err = io.EOF
+	}
 	if err != nil && errors.Is(err, io.EOF) {
 		// Shrunk while we read: pad; the next sync sends the file again.
 		_, err = io.CopyN(tw, zeroReader{}, fi.Size()-n)

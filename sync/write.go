@@ -134,6 +134,10 @@ var copyBufs = gosync.Pool{New: func() any { b := make([]byte, 64<<10); return &
 // not the buffer).
 type writerOnly struct{ io.Writer }
 
+// readerOnly hides all but Read (io.CopyBuffer would use a WriterTo, which
+// for an os.File makes a buffer of its own).
+type readerOnly struct{ io.Reader }
+
 func tempName(p string) string {
 	var b [6]byte
 	rand.Read(b[:])
