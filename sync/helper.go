@@ -337,8 +337,46 @@ func (h *Helper) Apply(push io.Reader) error {
 		applied := 0
 		fresh := hd.d.Reset // a new sandbox: nothing of its own to keep aside
 		dirs := &dirRoots{base: r, m: map[string]*os.Root{}}
+		// record enters what was written at p in the manifest.
+		record := func(p string, e Entry) {
+			if fresh {
+				m[p] = e
+				return
+			}
+			if e.Mode.IsRegular() && e.MTime < racy {
+				e.Hash = ""
+			}
+			if old, had := m[p]; had && old.Mode.IsDir() && !e.Mode.IsDir() {
+				// A directory it replaced went with what it held (a walk
+				// of the manifest: only when there was one).
+				forget(m, p, false)
+			}
+			m[p] = e
+		}
+		// Small files are written by par's workers (applypar.go); settle
+		// waits for them and records what they wrote, before anything
+		// that depends on the order of the stream.
+		par := newParApply()
+		settle := func() error {
+			var first error
+			for _, j := range par.wait() {
+				if j.err != nil {
+					if first == nil {
+						first = fmt.Errorf("apply %s: %w", j.it.Path, j.err)
+					}
+					continue
+				}
+				record(j.it.Path, j.e)
+			}
+			return first
+		}
 		err = ReadPatch(push, DefaultLimits, func(it *Item) error {
 			applied++
+			if !parFile(it) || par.busyAt(it.Path) || par.failed.Load() {
+				if err := settle(); err != nil {
+					return err
+				}
+			}
 			// What the push changes in the manifest without an event
 			// (what a removal kept, forgotten) is seen again.
 			hd.watch.Touch(it.Path)
@@ -349,11 +387,11 @@ func (h *Helper) Apply(push io.Reader) error {
 				if err != nil {
 					return fmt.Errorf("apply %s: %w", it.Path, err)
 				}
-				e, err := writeItem(sub, it, path.Base(it.Path), true)
+				handed, e, err := par.submit(sub, path.Base(it.Path), it)
 				if err != nil {
 					return fmt.Errorf("apply %s: %w", it.Path, err)
 				}
-				if !it.Deleted {
+				if !it.Deleted && !handed {
 					m[it.Path] = e
 				}
 				return nil
@@ -368,6 +406,9 @@ func (h *Helper) Apply(push io.Reader) error {
 			} else if anc, ancExists, err := nonDirAncestor(r, it.Path); err != nil {
 				return fmt.Errorf("apply %s: %w", it.Path, err)
 			} else if anc != "" {
+				if err := settle(); err != nil {
+					return err
+				}
 				if it.Deleted {
 					forget(m, it.Path, false)
 					return nil
@@ -400,6 +441,9 @@ func (h *Helper) Apply(push io.Reader) error {
 			}
 			cur, ok, err := lstatEntry(wr, name, false)
 			if err == nil && ok && cur.Mode.IsDir() && (it.Deleted || !it.Entry.Mode.IsDir()) {
+				if err := settle(); err != nil {
+					return err
+				}
 				dirs.invalidate(it.Path)
 				roots := &dirRoots{base: r, m: map[string]*os.Root{}}
 				_, kept, rerr := removeTree(roots, hd.d.Path, it.Path, m, nil)
@@ -429,7 +473,7 @@ func (h *Helper) Apply(push io.Reader) error {
 					}
 				}
 			}
-			e, err := writeItem(wr, it, name, true)
+			handed, e, err := par.submit(wr, name, it)
 			if err != nil {
 				return fmt.Errorf("apply %s: %w", it.Path, err)
 			}
@@ -441,17 +485,18 @@ func (h *Helper) Apply(push io.Reader) error {
 				}
 				return nil
 			}
-			if e.Mode.IsRegular() && e.MTime < racy {
-				e.Hash = ""
+			if !handed {
+				record(it.Path, e)
 			}
-			if old, had := m[it.Path]; had && old.Mode.IsDir() && !e.Mode.IsDir() {
-				// A directory it replaced went with what it held (a walk
-				// of the manifest: only when there was one).
-				forget(m, it.Path, false)
-			}
-			m[it.Path] = e
 			return nil
 		})
+		// What the workers still hold is written and recorded before the
+		// push's result is known: on an error, the manifest has what is
+		// on disk, as when each file was written in turn.
+		if serr := settle(); err == nil {
+			err = serr
+		}
+		par.close()
 		dirs.close()
 		r.Close()
 		if err != nil {

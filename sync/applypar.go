@@ -1,0 +1,144 @@
+package sync
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path"
+	gosync "sync"
+	"sync/atomic"
+)
+
+// The helper writes a push's small files from a few goroutines: the stream
+// is read in order by one, which reads each small file's content into a
+// buffer and hands the file's write (temporary name, content, mode, times,
+// rename) to a worker. Everything else (a directory, a removal, a symlink,
+// a conflict copy, a file over applyParMaxFile, the manifest) stays in the
+// reading goroutine, after the workers have finished what they hold
+// (wait), so that a directory is made before its files and removals and
+// renames keep the stream's order. Bounds: applyParWorkers workers, at
+// most applyParQueue files waiting, each at most applyParMaxFile bytes
+// (applyParWorkers+applyParQueue+1 buffers in memory, 2.25 MiB).
+const (
+	applyParWorkers = 4
+	applyParQueue   = 4
+	applyParMaxFile = 256 << 10
+)
+
+type applyJob struct {
+	r    *os.Root
+	name string
+	it   Item
+	buf  *bytes.Buffer
+	e    Entry
+	err  error
+}
+
+// parApply is one push's workers. Its zero value is not usable: newParApply.
+type parApply struct {
+	jobs     chan *applyJob
+	workers  gosync.WaitGroup
+	pending  gosync.WaitGroup
+	mu       gosync.Mutex
+	done     []*applyJob
+	inflight map[string]bool
+	failed   atomic.Bool // a worker's write failed: stop reading
+}
+
+var applyBufs = gosync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+func newParApply() *parApply {
+	p := &parApply{jobs: make(chan *applyJob, applyParQueue), inflight: map[string]bool{}}
+	for range applyParWorkers {
+		p.workers.Add(1)
+		go func() {
+			defer p.workers.Done()
+			for j := range p.jobs {
+				j.e, j.err = writeItem(j.r, &j.it, j.name, true)
+				if j.err != nil {
+					p.failed.Store(true)
+				}
+				applyBufs.Put(j.buf)
+				j.buf = nil
+				p.mu.Lock()
+				p.done = append(p.done, j)
+				p.mu.Unlock()
+				p.pending.Done()
+			}
+		}()
+	}
+	return p
+}
+
+// submit reads it's content and hands its write to a worker, or, for a
+// file too large to hold, writes it here; it reports whether the write
+// was handed on (its result then comes from wait).
+func (p *parApply) submit(r *os.Root, name string, it *Item) (handed bool, e Entry, err error) {
+	if it.Deleted || !it.Entry.Mode.IsRegular() || it.Entry.Size > applyParMaxFile || it.Body == nil {
+		e, err = writeItem(r, it, name, true)
+		return false, e, err
+	}
+	buf := applyBufs.Get().(*bytes.Buffer)
+	buf.Reset()
+	_, err = buf.ReadFrom(io.LimitReader(it.Body, applyParMaxFile+1))
+	if err != nil || buf.Len() > applyParMaxFile {
+		// The header lied about the size, or the stream failed: here,
+		// with what was read first, as writeItem would have read it.
+		one := *it
+		one.Body = io.MultiReader(bytes.NewReader(buf.Bytes()), it.Body)
+		if err == nil {
+			e, err = writeItem(r, &one, name, true)
+		}
+		applyBufs.Put(buf)
+		return false, e, err
+	}
+	j := &applyJob{r: r, name: name, it: *it, buf: buf}
+	j.it.Body = bytes.NewReader(buf.Bytes())
+	p.inflight[it.Path] = true
+	p.pending.Add(1)
+	p.jobs <- j
+	return true, Entry{}, nil
+}
+
+// wait returns once no file is being written, with the results of those
+// written since the last wait, in no particular order.
+func (p *parApply) wait() []*applyJob {
+	p.pending.Wait()
+	p.mu.Lock()
+	done := p.done
+	p.done = nil
+	p.mu.Unlock()
+	clear(p.inflight)
+	return done
+}
+
+// close stops the workers, after what they hold is written; the results
+// not taken yet are returned.
+func (p *parApply) close() []*applyJob {
+	done := p.wait()
+	close(p.jobs)
+	p.workers.Wait()
+	return done
+}
+
+// parFile says it may go to a worker: a regular file small enough to hold.
+func parFile(it *Item) bool {
+	return !it.Deleted && it.Entry.Mode.IsRegular() && it.Entry.Size <= applyParMaxFile
+}
+
+// busyAt says a worker is writing at p or at a directory above it.
+func (p *parApply) busyAt(q string) bool {
+	if len(p.inflight) == 0 {
+		return false
+	}
+	for {
+		if p.inflight[q] {
+			return true
+		}
+		d := path.Dir(q)
+		if d == q || d == "." || d == "/" {
+			return false
+		}
+		q = d
+	}
+}
