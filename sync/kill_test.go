@@ -81,21 +81,41 @@ func TestKillDuringPull(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			// Kill the child while it applies: once its pull.pending is
+			// there. A child fast enough to finish between two looks has
+			// applied the whole pull (it exits 0 only then): the checks below
+			// hold for that too.
 			pending := filepath.Join(p.hstate+"-host", "pull.pending")
 			deadline := time.Now().Add(30 * time.Second)
+			finished := false
+		wait:
 			for {
 				if _, err := os.Stat(pending); err == nil {
 					break
 				}
+				select {
+				case err := <-exited:
+					if err != nil {
+						t.Fatalf("the child failed before it was killed: %v\n%s", err, out.String())
+					}
+					finished = true
+					break wait
+				default:
+				}
 				if time.Now().After(deadline) {
 					cmd.Process.Kill()
+					<-exited
 					t.Fatalf("the child never started applying:\n%s", out.String())
 				}
 				time.Sleep(200 * time.Microsecond)
 			}
-			time.Sleep(time.Duration(rand.Intn(40)) * time.Millisecond)
-			cmd.Process.Kill()
-			cmd.Wait()
+			if !finished {
+				time.Sleep(time.Duration(rand.Intn(40)) * time.Millisecond)
+				cmd.Process.Kill()
+				<-exited
+			}
 
 			// Every file is whole: old or new, never a mix or a truncation.
 			nnew := 0
@@ -110,7 +130,11 @@ func TestKillDuringPull(t *testing.T) {
 					t.Fatalf("f%04d is neither old nor new (%d bytes)", i, len(b))
 				}
 			}
-			t.Logf("killed after %d of %d files", nnew, nfiles)
+			if finished {
+				t.Logf("the child applied all %d files before it could be killed (%d new)", nfiles, nnew)
+			} else {
+				t.Logf("killed after %d of %d files", nnew, nfiles)
+			}
 			entries, _ := os.ReadDir(p.host)
 			for _, e := range entries {
 				if strings.HasPrefix(e.Name(), ".sbx-tmp-") {
