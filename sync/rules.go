@@ -92,13 +92,25 @@ func CheckPullBack(p string, e Entry, deleted bool) *Refusal {
 	}
 	for _, d := range gitAllowedDirs {
 		if rest == d || strings.HasPrefix(rest, d+"/") {
-			if f := foldPath(rest); f == "objects/info/alternates" || f == "objects/info/http-alternates" {
+			if f := foldPath(rest); underAlternates(f) {
 				return &Refusal{p, "object alternates are never brought back (they point git at other repositories)"}
 			}
 			return nil
 		}
 	}
 	return &Refusal{p, "only objects, refs, logs, HEAD, index and other git state come back into .git, never config, hooks or info"}
+}
+
+// underAlternates says whether f, a folded path below .git, is one of git's
+// object alternates files or anything below one (a directory the sandbox
+// makes of that name, with files in it).
+func underAlternates(f string) bool {
+	for _, a := range []string{"objects/info/alternates", "objects/info/http-alternates"} {
+		if f == a || strings.HasPrefix(f, a+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // linkText says why the target t of a symlink at p is refused by its text
