@@ -170,7 +170,7 @@ const maxLog = 1 << 20
 // in the state dir's hostd.log) when this system has one; it returns at
 // once. A daemon that finds another already serving the session ends.
 func Start(stateDir, sessionName, key string, flags app.Flags, cwd string, log *slog.Logger) {
-	if !supported || SocketPath(stateDir) == "" || key == "" || privateDir(stateDir, "") != nil {
+	if !supported || SocketPath(stateDir) == "" || key == "" || privateDir(stateDir) != nil {
 		return
 	}
 	exe, err := os.Executable()

@@ -114,9 +114,9 @@ type startInfo struct {
 }
 
 // privateDir checks that dir is a directory of this user's that no one else
-// may enter or write (0700 or narrower), and sock, when not "", a socket of
-// this user's in it.
-func privateDir(dir, sock string) error {
+// may enter or write (0700 or narrower). A client's connect checks the same
+// on the descriptor it connects through (dialPrivate).
+func privateDir(dir string) error {
 	fi, err := os.Lstat(dir)
 	if err != nil {
 		return err
@@ -126,19 +126,6 @@ func privateDir(dir, sock string) error {
 	}
 	if err := ownedByUs(fi); err != nil {
 		return fmt.Errorf("%s: %w", dir, err)
-	}
-	if sock == "" {
-		return nil
-	}
-	si, err := os.Lstat(sock)
-	if err != nil {
-		return err
-	}
-	if si.Mode().Type() != os.ModeSocket {
-		return fmt.Errorf("%s is not a socket", sock)
-	}
-	if err := ownedByUs(si); err != nil {
-		return fmt.Errorf("%s: %w", sock, err)
 	}
 	return nil
 }

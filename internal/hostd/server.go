@@ -78,7 +78,7 @@ func run(dir string, log *slog.Logger) error {
 	if sock == "" {
 		return errors.New("the state dir's path is too long for a unix socket")
 	}
-	if err := privateDir(dir, ""); err != nil {
+	if err := privateDir(dir); err != nil {
 		return err
 	}
 	// One daemon per session: the first to lock serves, others end.
