@@ -22,14 +22,7 @@ func TestApplyFileThenBelowIt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		req := r.Request
-		req.StateDir = p.hstate
-		req.Dirs = append([]HelperDir(nil), req.Dirs...)
-		req.Dirs[0].Path = p.sandbox
-		helper, err := NewHelper(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		helper := p.helper(r)
 		push := mkTar(t, tfile("a", "A\n"), tfile("a/b", "B\n"))
 		if err := helper.Apply(bytes.NewReader(push)); err != nil {
 			t.Fatal(err)

@@ -30,14 +30,7 @@ func TestApplyCutShortKeepsManifestTrue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := r.Request
-	req.StateDir = p.hstate
-	req.Dirs = append([]HelperDir(nil), req.Dirs...)
-	req.Dirs[0].Path = p.sandbox
-	helper, err := NewHelper(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	helper := p.helper(r)
 	var push bytes.Buffer
 	if err := r.WritePush(&push); err != nil {
 		t.Fatal(err)

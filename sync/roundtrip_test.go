@@ -52,6 +52,21 @@ func init() {
 }
 
 // sync runs one round trip, with run standing for the command.
+// helper is the sandbox side's helper for round r, on p's sandbox dir and
+// helper state.
+func (p *pair) helper(r *Round) *Helper {
+	p.t.Helper()
+	req := r.Request
+	req.StateDir = p.hstate
+	req.Dirs = append([]HelperDir(nil), req.Dirs...)
+	req.Dirs[0].Path = p.sandbox
+	helper, err := NewHelper(req)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return helper
+}
+
 func (p *pair) sync(run func()) Report {
 	p.t.Helper()
 	os.MkdirAll(p.hstate+"-host", 0o700)
@@ -65,14 +80,7 @@ func (p *pair) sync(run func()) Report {
 		}
 		p.placeErr = r.Place(0, p.sandbox)
 	}
-	req := r.Request
-	req.StateDir = p.hstate
-	req.Dirs = append([]HelperDir(nil), req.Dirs...)
-	req.Dirs[0].Path = p.sandbox
-	helper, err := NewHelper(req)
-	if err != nil {
-		p.t.Fatal(err)
-	}
+	helper := p.helper(r)
 	var push bytes.Buffer
 	if err := r.WritePush(&push); err != nil {
 		p.t.Fatalf("write push: %v", err)
