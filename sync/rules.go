@@ -246,6 +246,14 @@ func isGitName(c string) bool {
 // systems fold slightly differently), but none of them folds to a different
 // ASCII name.
 func foldName(c string) string {
+	if s, ok := foldASCII(c); ok {
+		return s
+	}
+	return foldUnicode(c)
+}
+
+// foldUnicode is foldName's full folding, for any name.
+func foldUnicode(c string) string {
 	var b strings.Builder
 	for _, r := range norm.NFC.String(c) {
 		if hfsIgnored(r) {
@@ -266,6 +274,38 @@ func foldName(c string) string {
 		s = s[:i]
 	}
 	return strings.TrimRight(s, ". ")
+}
+
+// foldASCII is foldName of a name that is all ASCII, the common case,
+// without the Unicode tables: composing, the ignored code points and full
+// case folding leave ASCII as it is but for upper-case letters, which fold
+// to lower case. It allocates only when the name has an upper-case letter.
+// ok is false, and the name is left to the full folding, when any byte is
+// not ASCII. FuzzFoldASCII holds it to the full folding.
+func foldASCII(c string) (string, bool) {
+	upper := false
+	for i := 0; i < len(c); i++ {
+		switch b := c[i]; {
+		case b >= 0x80:
+			return "", false
+		case 'A' <= b && b <= 'Z':
+			upper = true
+		}
+	}
+	s := c
+	if upper {
+		buf := []byte(c)
+		for i, b := range buf {
+			if 'A' <= b && b <= 'Z' {
+				buf[i] = b + 'a' - 'A'
+			}
+		}
+		s = string(buf)
+	}
+	if i := strings.IndexByte(s, ':'); i >= 0 {
+		s = s[:i]
+	}
+	return strings.TrimRight(s, ". "), true
 }
 
 func foldPath(p string) string {

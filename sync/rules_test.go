@@ -349,3 +349,35 @@ func FuzzProtected(f *testing.F) {
 		}
 	})
 }
+
+// FuzzFoldASCII: foldName's ASCII shortcut gives what the full Unicode
+// folding gives, for every name it takes; it takes every ASCII name.
+func FuzzFoldASCII(f *testing.F) {
+	for _, s := range []string{"", ".git", ".GIT", "Git~1", ".git.", ".git ", ".git::$INDEX_ALLOCATION", "a:b:c", "K\u212a", "src/Main.GO", "..", " . ", "\x7f\x00Z"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, c string) {
+		got, ok := foldASCII(c)
+		ascii := true
+		for i := 0; i < len(c); i++ {
+			ascii = ascii && c[i] < 0x80
+		}
+		if ok != ascii {
+			t.Fatalf("foldASCII(%q) ok=%v, but the name is ASCII: %v", c, ok, ascii)
+		}
+		if ok && got != foldUnicode(c) {
+			t.Fatalf("foldASCII(%q) = %q, the full folding gives %q", c, got, foldUnicode(c))
+		}
+	})
+}
+
+func TestFoldASCII(t *testing.T) {
+	for in, want := range map[string]string{".GIT": ".git", "GIT~1": "git~1", ".git. .": ".git", ".Git::$DATA": ".git", "Makefile": "makefile", "a.b": "a.b"} {
+		if got := foldName(in); got != want {
+			t.Errorf("foldName(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { foldName("main_test.go") }); n != 0 {
+		t.Errorf("foldName of a lower-case ASCII name allocates %v times, want 0", n)
+	}
+}
