@@ -54,15 +54,25 @@ func (u *Usage) Close() {
 func (u *Usage) Watching() bool { return u.off == "" }
 
 func (u *Usage) note(p string, fi fs.FileInfo) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	linked := ok && fi.Mode().IsRegular() && st.Nlink >= 2
+	var ino uint64
+	if ok {
+		ino = uint64(st.Ino)
+	}
+	u.noteIno(p, linked, ino)
+}
+
+// noteIno records p as a name of inode ino when linked (a regular file
+// with more than one name), and forgets what p named before.
+func (u *Usage) noteIno(p string, linked bool, ino uint64) {
 	if old, ok := u.inoOf[p]; ok {
 		delete(u.names[old], p)
 		delete(u.inoOf, p)
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok || !fi.Mode().IsRegular() || st.Nlink < 2 {
+	if !linked {
 		return
 	}
-	ino := uint64(st.Ino)
 	if u.names[ino] == nil {
 		u.names[ino] = map[string]bool{}
 	}
@@ -123,7 +133,7 @@ func (u *Usage) Total() (int64, error) {
 	u.n = n
 	u.cost, u.total = map[string]int64{}, 0
 	u.names, u.inoOf, u.dirs = map[uint64]map[string]bool{}, map[string]uint64{}, map[string]bool{}
-	if !u.walk(r, "") {
+	if !u.walkAll(r) {
 		u.Close()
 		u.cost = nil
 		if u.off != "" {
