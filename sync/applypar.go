@@ -43,13 +43,30 @@ type parApply struct {
 	done     []*applyJob
 	inflight map[string]bool
 	failed   atomic.Bool // a worker's write failed: stop reading
+	started  bool        // the workers run (start)
 }
 
 var applyBufs = gosync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 func newParApply() *parApply {
-	p := &parApply{jobs: make(chan *applyJob, applyParQueue), inflight: map[string]bool{}}
+	return &parApply{jobs: make(chan *applyJob, applyParQueue), inflight: map[string]bool{}}
+}
+
+// parWorkersStarted counts the push workers started (for tests: a push
+// without a small file, a no-change round trip's, starts none).
+var parWorkersStarted atomic.Int64
+
+// start starts the workers, at the first file handed to them: a push with
+// no small file (every no-change round trip's) makes no goroutine, which in
+// the local worker, whose round trips run on a locked thread, would each
+// cost a wake-up of another thread to start and another to stop.
+func (p *parApply) start() {
+	if p.started {
+		return
+	}
+	p.started = true
 	for range applyParWorkers {
+		parWorkersStarted.Add(1)
 		p.workers.Add(1)
 		go func() {
 			defer p.workers.Done()
@@ -67,7 +84,6 @@ func newParApply() *parApply {
 			}
 		}()
 	}
-	return p
 }
 
 // submit reads it's content and hands its write to a worker, or, for a
@@ -94,6 +110,7 @@ func (p *parApply) submit(r *os.Root, name string, it *Item) (handed bool, e Ent
 	}
 	j := &applyJob{r: r, name: name, it: *it, buf: buf}
 	j.it.Body = bytes.NewReader(buf.Bytes())
+	p.start()
 	p.inflight[it.Path] = true
 	p.pending.Add(1)
 	p.jobs <- j
