@@ -213,22 +213,31 @@ func Run(c *Cmd, iso Isolation) Result {
 		ws  syscall.WaitStatus
 		err error
 	}
-	done := make(chan waited, 1)
-	go func() {
-		ws, err := iso.Wait(cmd)
-		done <- waited{ws, err}
-	}()
 	r := Result{Started: true}
 	var w waited
-	select {
-	case w = <-done:
-	case <-timeout:
-		r.TimedOut = true
-		iso.KillTree()
-		w = <-done
-	case <-c.Cancel:
-		iso.KillTree()
-		w = <-done
+	if timeout == nil && c.Cancel == nil {
+		// Nothing to wait for beside the command (the local worker, whose
+		// init times the command and kills it from outside): the wait
+		// stays on this goroutine, which in the worker is the locked main
+		// thread, instead of a goroutine per command whose result would
+		// have to wake that thread.
+		w.ws, w.err = iso.Wait(cmd)
+	} else {
+		done := make(chan waited, 1)
+		go func() {
+			ws, err := iso.Wait(cmd)
+			done <- waited{ws, err}
+		}()
+		select {
+		case w = <-done:
+		case <-timeout:
+			r.TimedOut = true
+			iso.KillTree()
+			w = <-done
+		case <-c.Cancel:
+			iso.KillTree()
+			w = <-done
+		}
 	}
 	// Whatever the command left behind goes with it.
 	iso.KillTree()
