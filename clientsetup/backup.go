@@ -127,6 +127,10 @@ func (r *record) restore() (restored []string, err error) {
 	var errs []error
 	for i := len(r.Files) - 1; i >= 0; i-- {
 		b := r.Files[i]
+		if _, err := place(projectOf(r.Scope), b.Path); err != nil {
+			errs = append(errs, fmt.Errorf("not restored: %w", err))
+			continue
+		}
 		now, rerr := os.ReadFile(b.Path)
 		if rerr == nil && sha(now) != b.Written {
 			errs = append(errs, fmt.Errorf("%s changed since sbx setup wrote it: left as it is; its earlier content is in the setup backup", b.Path))

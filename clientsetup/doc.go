@@ -7,5 +7,8 @@
 // file's order, stay); a second run changes nothing and says so; before its
 // first change to a file it keeps what was there (or that nothing was) under
 // sbx's state directory, and --undo puts that back byte for byte; it fails
-// closed: a check that fails is reported with what to do, as an error.
+// closed: a check that fails is reported with what to do, as an error; it
+// never writes a project's file through a symbolic link below the project
+// (a cloned repository may plant one), and writes a user-level link where it
+// leads (place).
 package clientsetup

@@ -168,6 +168,10 @@ func (o Options) run(ctx context.Context, name string, args ...string) ([]byte, 
 // editJSON applies edit to the JSON file at path (a missing file is an
 // empty object) and writes it only when edit changed something.
 func editJSON(rec *record, path string, edit func(root *node) ([]string, error)) ([]string, error) {
+	path, err := place(projectOf(rec.Scope), path)
+	if err != nil {
+		return nil, err
+	}
 	old, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("read %s: %w", path, err)
@@ -275,7 +279,10 @@ func setupCodex(o Options, rec *record) ([]string, error) {
 	if _, err := o.lookPath("codex"); err != nil {
 		return nil, fmt.Errorf("%w: codex is not on PATH: install the Codex CLI (npm install -g @openai/codex), then run sbx setup codex again", ErrCheck)
 	}
-	path := filepath.Join(codexHome(o), "config.toml")
+	path, err := place(projectOf(rec.Scope), filepath.Join(codexHome(o), "config.toml"))
+	if err != nil {
+		return nil, err
+	}
 	old, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("read %s: %w", path, err)
@@ -321,6 +328,12 @@ func setupCursor(o Options, rec *record) ([]string, error) {
 	if o.Global {
 		base = filepath.Join(o.Home, ".cursor")
 		cli = filepath.Join(base, "cli-config.json")
+	}
+	// Both files pass place's check before either is written.
+	for _, p := range []string{filepath.Join(base, "mcp.json"), cli} {
+		if _, err := place(projectOf(rec.Scope), p); err != nil {
+			return nil, err
+		}
 	}
 	changes, err := editJSON(rec, filepath.Join(base, "mcp.json"), func(root *node) ([]string, error) {
 		return addServer(root, []string{"--code-dir", "${workspaceFolder}"})

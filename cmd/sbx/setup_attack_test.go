@@ -1,0 +1,163 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sbx-sh/sbx/internal/testenv"
+)
+
+var (
+	mcpOnce sync.Once
+	mcpErr  error
+)
+
+// setupPath is a PATH with the real sbx-mcp on it (sbx setup looks for it
+// before it changes anything).
+func setupPath(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Dir(sbxBin)
+	mcpOnce.Do(func() { mcpErr = testenv.Build(filepath.Join(dir, "sbx-mcp"), "github.com/sbx-sh/sbx/cmd/sbx-mcp") })
+	if mcpErr != nil {
+		t.Fatal(mcpErr)
+	}
+	return "PATH=" + dir + ":/usr/bin:/bin"
+}
+
+// TestSetupRefusesProjectLinks: a repository the user cloned can hold
+// symbolic links where `sbx setup` writes a project's files (git checks
+// links out as links). Followed, a link at .cursor/mcp.json to a JSON file
+// of the user's (a registry's credentials) copied that file's content into
+// the project's .cursor/mcp.json, where the agent reads it and a commit
+// takes it; a link at .cursor to the user's own ~/.cursor made a project
+// setup change the user-level config. Each is refused naming the link, and
+// nothing outside the project changes.
+func TestSetupRefusesProjectLinks(t *testing.T) {
+	path := setupPath(t)
+	secret := `{"auths": {"registry.example": {"auth": "c2VjcmV0LXRva2VuLTQyCg=="}}}` + "\n"
+	for _, tc := range []struct {
+		name  string
+		plant func(t *testing.T, w *world) (outside string)
+	}{
+		{"the file is a link to a JSON file of the user's", func(t *testing.T, w *world) string {
+			out := filepath.Join(w.home, ".docker", "config.json")
+			os.MkdirAll(filepath.Dir(out), 0o700)
+			os.WriteFile(out, []byte(secret), 0o600)
+			os.MkdirAll(filepath.Join(w.code, ".cursor"), 0o755)
+			if err := os.Symlink("../../"+filepath.Base(w.home)+"/.docker/config.json", filepath.Join(w.code, ".cursor", "mcp.json")); err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Dir(out)
+		}},
+		{"the directory is a link to the user's own config", func(t *testing.T, w *world) string {
+			out := filepath.Join(w.home, ".cursor")
+			os.MkdirAll(out, 0o755)
+			os.WriteFile(filepath.Join(out, "mcp.json"), []byte(secret), 0o600)
+			if err := os.Symlink(out, filepath.Join(w.code, ".cursor")); err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}},
+		{"the second file is a link out", func(t *testing.T, w *world) string {
+			out := filepath.Join(w.home, "elsewhere")
+			os.MkdirAll(out, 0o755)
+			os.WriteFile(filepath.Join(out, "cli.json"), []byte(secret), 0o600)
+			os.MkdirAll(filepath.Join(w.code, ".cursor"), 0o755)
+			if err := os.Symlink(filepath.Join(out, "cli.json"), filepath.Join(w.code, ".cursor", "cli.json")); err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t)
+			w.env[0] = path
+			outside := tc.plant(t, w)
+			before, project := treeHash(t, outside), treeHash(t, filepath.Join(w.code, ".cursor"))
+			r := w.sbx(t, w.code, "setup", "cursor")
+			if r.code == 0 || !strings.Contains(r.stderr, "symbolic link") || !strings.Contains(r.stderr, ".cursor") {
+				t.Errorf("sbx setup cursor through a planted link: exit %d, want a refusal naming the link\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+			}
+			if after := treeHash(t, outside); after != before {
+				t.Errorf("%s changed through the project's link", outside)
+			}
+			if after := treeHash(t, filepath.Join(w.code, ".cursor")); after != project {
+				t.Errorf("the project's .cursor changed (a link replaced by a copy of what it named?)")
+			}
+			filepath.WalkDir(w.code, func(p string, d os.DirEntry, err error) error {
+				if err == nil && d.Type().IsRegular() {
+					if b, _ := os.ReadFile(p); strings.Contains(string(b), "c2VjcmV0") {
+						t.Errorf("the user's secret was copied into the project: %s", p)
+					}
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// TestSetupKeepsTheUsersLink: a user-level file that is the user's own
+// link (into a dotfiles repository) is written where it leads, and stays a
+// link: replacing it by a file would cut the user's dotfiles off.
+func TestSetupKeepsTheUsersLink(t *testing.T) {
+	w := newWorld(t)
+	w.env[0] = setupPath(t)
+	dots := filepath.Join(w.home, "dotfiles", "cursor-mcp.json")
+	os.MkdirAll(filepath.Dir(dots), 0o755)
+	os.WriteFile(dots, []byte(`{"mcpServers": {}}`+"\n"), 0o644)
+	link := filepath.Join(w.home, ".cursor", "mcp.json")
+	os.MkdirAll(filepath.Dir(link), 0o755)
+	if err := os.Symlink(dots, link); err != nil {
+		t.Fatal(err)
+	}
+	if r := w.sbx(t, w.code, "setup", "cursor", "--global"); r.code != 0 {
+		t.Fatalf("sbx setup cursor --global: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("%s is no longer the user's link (%v)", link, err)
+	}
+	if b, _ := os.ReadFile(dots); !strings.Contains(string(b), `"sbx-mcp"`) {
+		t.Fatalf("the link's target was not set up:\n%s", b)
+	}
+	if r := w.sbx(t, w.code, "setup", "cursor", "--global", "--undo"); r.code != 0 {
+		t.Fatalf("sbx setup cursor --global --undo: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("after --undo %s is no longer the user's link (%v)", link, err)
+	}
+	if b, _ := os.ReadFile(dots); string(b) != `{"mcpServers": {}}`+"\n" {
+		t.Fatalf("--undo did not restore the link's target:\n%s", b)
+	}
+}
+
+// TestSetupUndoRefusesLinks: a project whose .cursor became a link after
+// sbx setup (a branch checked out that holds one) is not undone through
+// it: --undo would remove, or write back, the file of that name wherever
+// the link leads.
+func TestSetupUndoRefusesLinks(t *testing.T) {
+	w := newWorld(t)
+	w.env[0] = setupPath(t)
+	if r := w.sbx(t, w.code, "setup", "cursor"); r.code != 0 {
+		t.Fatalf("sbx setup cursor: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// Elsewhere, files with the very content sbx wrote (it is the same
+	// for every new project), and the project's .cursor a link to them.
+	out := filepath.Join(w.home, "elsewhere")
+	if err := os.Rename(filepath.Join(w.code, ".cursor"), out); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(out, filepath.Join(w.code, ".cursor")); err != nil {
+		t.Fatal(err)
+	}
+	before := treeHash(t, out)
+	r := w.sbx(t, w.code, "setup", "cursor", "--undo")
+	if r.code == 0 || !strings.Contains(r.stderr, "symbolic link") {
+		t.Errorf("sbx setup cursor --undo through a link: exit %d, want a refusal naming it\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if treeHash(t, out) != before {
+		t.Errorf("--undo changed %s through the project's link", out)
+	}
+}
