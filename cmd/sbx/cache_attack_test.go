@@ -1,0 +1,63 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestHostGoModCacheReadOnly: host_caches = ["go-mod"] shows the host's own
+// Go module cache to the sandbox. The host's go trusts what is there: a zip
+// with a .ziphash naming the true hash is extracted when the host next
+// needs that version, unchecked against the zip's bytes, and the host then
+// builds and runs it. So the sandbox must not change it by any means a
+// command has: writing, appending, truncating, chmod, creating, renaming,
+// removing, linking, or remounting it read-write. sbx runs as an ordinary
+// user here (uid 65534 when the tests run as root), the owner of the
+// cache: the sandbox is that user on the host, so only the mount and its
+// guards stand between it and the files.
+func TestHostGoModCacheReadOnly(t *testing.T) {
+	w := newWorld(t)
+	modCache := tempDir(t)
+	dl := filepath.Join(modCache, "cache", "download", "example.com", "m", "@v")
+	if err := os.MkdirAll(dl, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range map[string]string{"list": "v1.0.0\n", "v1.0.0.zip": "the real zip\n", "v1.0.0.ziphash": "h1:real\n", "v1.0.0.mod": "module example.com/m\n"} {
+		if err := os.WriteFile(filepath.Join(dl, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sbxAs := ordinaryUser(t, w, modCache)
+	before := treeHash(t, modCache)
+	env := []string{"GOMODCACHE=" + modCache, "SBX_HOST_CACHES=go-mod", "SBX_CACHE=none", "GOFLAGS=", "GOTOOLCHAIN=local"}
+	// The mount is there and readable: the attacks below fail for the
+	// mount's sake, not because nothing is there.
+	r := sbxAs(t, w.code, env, "exec", "--", `echo "$GOPROXY"; cat /var/cache/sbx/host-go-mod/example.com/m/@v/v1.0.0.zip`)
+	if r.code != 0 || !strings.Contains(r.stdout, "file:///var/cache/sbx/host-go-mod") || !strings.Contains(r.stdout, "the real zip") {
+		t.Fatalf("the host's module cache is not shown to the sandbox: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	const d = "/var/cache/sbx/host-go-mod/example.com/m/@v"
+	for _, attack := range []string{
+		`echo planted > ` + d + `/v1.0.0.zip`,
+		`echo planted >> ` + d + `/v1.0.0.ziphash`,
+		`truncate -s 0 ` + d + `/list`,
+		`chmod 0777 ` + d + ` ` + d + `/v1.0.0.zip`,
+		`touch -d 2000-01-01 ` + d + `/v1.0.0.mod`,
+		`echo planted > ` + d + `/v1.0.1.zip`,
+		`mkdir -p /var/cache/sbx/host-go-mod/golang.org/toolchain/@v`,
+		`mv ` + d + `/v1.0.0.zip ` + d + `/v1.0.0.zip.old`,
+		`rm -f ` + d + `/v1.0.0.mod`,
+		`ln -s /etc/passwd ` + d + `/v1.0.2.zip`,
+		`ln ` + d + `/list ` + d + `/list2`,
+		`mount -o remount,rw,bind /var/cache/sbx/host-go-mod && echo planted > ` + d + `/v1.0.0.zip`,
+		`umount -l /var/cache/sbx/host-go-mod; ls /var/cache/sbx/host-go-mod/example.com`,
+		`cd /var/cache/sbx && mv host-go-mod x`,
+	} {
+		r := sbxAs(t, w.code, env, "exec", "--", attack)
+		if after := treeHash(t, modCache); after != before {
+			t.Fatalf("the sandbox changed the host's Go module cache with %q (exit %d, %s)", attack, r.code, r.stderr)
+		}
+	}
+}
