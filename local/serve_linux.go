@@ -174,54 +174,6 @@ func (s *server) exec(c *conn, req *request, files []*os.File) {
 	wreq := workerExec{Argv: req.Argv, Env: req.Env, Dir: req.Dir, TTY: req.TTY, Fds: req.Fds, StderrToStdout: req.StderrToStdout, Sync: req.Sync,
 		Fd3: req.Fd3, Fd4: req.Fd4, Fallback: req.Fallback, Push: req.Push, PullPipe: req.PullPipe}
 	start := time.Now()
-	// The worker says when the command runs, with the terminal's master side
-	// for a TTY command; pass both on (only the terminal's client needs
-	// it: for any other command the host waits for the end alone, and one
-	// frame less is one wake-up less on each side).
-	var (
-		w       *worker
-		started reply
-		sfiles  []*os.File
-	)
-	for attempt := 1; ; attempt++ {
-		var err error
-		w, err = s.handOff(&wreq, files)
-		if err != nil {
-			closeAll(files)
-			c.writeFrame(reply{Done: true, Error: err.Error()})
-			return
-		}
-		sfiles, err = w.c.readFrame(&started)
-		if err == nil {
-			break
-		}
-		w.kill()
-		// A worker killed while idle (the OOM killer) can take a frame
-		// before its last thread has closed its descriptors. The kernel
-		// then resets the connection because the frame lay unread
-		// (ECONNRESET, not EOF): the worker did nothing with the request,
-		// and another may run it. Anything else may have begun.
-		if !errors.Is(err, syscall.ECONNRESET) || attempt == maxHandOffs {
-			closeAll(files)
-			c.writeFrame(reply{Done: true, Error: "worker lost: " + err.Error()})
-			return
-		}
-	}
-	closeAll(files)
-	var err error
-	if req.TTY || started.Done {
-		err = c.writeFrame(started, sfiles...)
-	}
-	closeAll(sfiles)
-	if started.Done {
-		s.putWorker(w)
-		return
-	}
-	if err != nil {
-		s.stopCommand(w, nil)
-		return
-	}
-
 	// A client that sends "kill" or hangs up cancels the command.
 	cancel := make(chan struct{})
 	go func() {
@@ -241,39 +193,50 @@ func (s *server) exec(c *conn, req *request, files []*os.File) {
 		defer t.Stop()
 		timeout = t.C
 	}
-	done := make(chan reply, 1)
-	go func() {
-		relayed := false
-		for {
-			var r reply
-			files, err := w.c.readFrame(&r)
-			if err != nil {
-				done <- reply{Done: true, ExitCode: 137, Signal: "SIGKILL", Error: "worker lost: " + err.Error()}
-				return
-			}
-			if r.PullPipe && !r.Done && !relayed && req.PullPipe {
-				// The pull's pipe, made by the worker once the pull
-				// outgrew the reply: on to the client, which reads it.
-				relayed = true
-				c.writeFrame(reply{PullPipe: true}, files...)
-				closeAll(files)
-				continue
-			}
+	// A worker says that the command runs only for a terminal, with the
+	// terminal's master side, which goes on to the client; for any other
+	// command the first frame is the pull's pipe or the final reply: one
+	// frame each way per command, no wake-up of this process while it runs.
+	var (
+		w        *worker
+		r        reply
+		timedOut bool
+	)
+	for attempt := 1; ; attempt++ {
+		var err error
+		w, err = s.handOff(&wreq, files)
+		if err != nil {
 			closeAll(files)
-			done <- r
+			c.writeFrame(reply{Done: true, Error: err.Error()})
 			return
 		}
-	}()
-	timedOut := false
-	var r reply
-	select {
-	case r = <-done:
-	case <-timeout:
-		timedOut = true
-		r = s.stopCommand(w, done)
-	case <-cancel:
-		r = s.stopCommand(w, done)
+		done := make(chan reply, 1)
+		go s.relay(c, w, req, done)
+		select {
+		case r = <-done:
+		case <-timeout:
+			timedOut = true
+			r = s.stopCommand(w, done)
+		case <-cancel:
+			r = s.stopCommand(w, done)
+		}
+		// A worker killed while idle (the OOM killer) can take a frame
+		// before its last thread has closed its descriptors. The kernel
+		// then resets the connection because the frame lay unread
+		// (ECONNRESET, not EOF), before the worker sent anything: it did
+		// nothing with the request, and another may run it. Anything
+		// else may have begun.
+		if r.resend && !timedOut && attempt < maxHandOffs {
+			w.kill()
+			select {
+			case <-cancel:
+			default:
+				continue
+			}
+		}
+		break
 	}
+	closeAll(files)
 	if r.Error != "" && strings.HasPrefix(r.Error, "worker lost") {
 		w.kill()
 	} else {
@@ -285,6 +248,37 @@ func (s *server) exec(c *conn, req *request, files []*os.File) {
 		r.Error = ""
 	}
 	c.writeFrame(r)
+}
+
+// relay reads w's frames for one command: a terminal's "started" frame
+// (with its master side) and the pull's pipe go on to the client, the
+// final reply to done.
+func (s *server) relay(c *conn, w *worker, req *request, done chan<- reply) {
+	relayed, got := false, false
+	for {
+		var r reply
+		files, err := w.c.readFrame(&r)
+		if err != nil {
+			done <- reply{Done: true, ExitCode: 137, Signal: "SIGKILL", Error: "worker lost: " + err.Error(),
+				resend: !got && errors.Is(err, syscall.ECONNRESET)}
+			return
+		}
+		got = true
+		switch {
+		case r.Done:
+			closeAll(files)
+			done <- r
+			return
+		case r.Started && req.TTY:
+			c.writeFrame(r, files...)
+		case r.PullPipe && !relayed && req.PullPipe:
+			// The pull's pipe, made by the worker once the pull
+			// outgrew the reply: on to the client, which reads it.
+			relayed = true
+			c.writeFrame(reply{PullPipe: true}, files...)
+		}
+		closeAll(files)
+	}
 }
 
 // stopCommand asks the worker to kill its command, and kills the worker if it

@@ -96,6 +96,11 @@ type reply struct {
 	// reading end of the pull's pipe (request.PullPipe): at most one per
 	// exec, only for one that asked, and a pipe (the host checks all three).
 	PullPipe bool `json:"pull_pipe,omitempty"`
+
+	// resend (the init's own, never on the wire) says that the worker
+	// reset the connection before sending anything: it never read the
+	// command, which may go to another worker.
+	resend bool
 }
 
 // inlineSync bounds a push or pull carried in a frame instead of a pipe:

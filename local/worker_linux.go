@@ -151,7 +151,7 @@ func runWorker() int {
 }
 
 // runOne runs one command to its end and clears the namespace after it. It
-// tells the init on c once the command runs. The run itself is the runner's;
+// tells the init on c once a terminal's command runs. The run itself is the runner's;
 // the worker adds its isolation (workerIsolation).
 func runOne(c *conn, req *workerExec, files []*os.File) reply {
 	defer closeAll(files)
@@ -294,16 +294,16 @@ func (w *workerIsolation) Started(pid int) {
 			f.Close()
 		}
 	}
-	started := reply{Started: true, Pid: pid}
 	if w.master != nil {
 		// Only the command and the client may hold the terminal now, so the
 		// client sees its end when the command's side closes.
-		w.c.writeFrame(started, w.master)
+		w.c.writeFrame(reply{Started: true, Pid: pid}, w.master)
 		w.master.Close()
 		w.slave.Close()
-	} else {
-		w.c.writeFrame(started)
 	}
+	// Any other command says nothing until its end: a frame now would
+	// wake the init (and compete with the command's start for a CPU) for
+	// nothing it passes on.
 }
 
 // Wait reaps every process of the namespace (orphans come to its pid 1)
