@@ -115,27 +115,34 @@ func NewHTTPHandler(server *mcp.Server, o HTTPOptions) (http.Handler, error) {
 	}
 	authed := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(streamable)
 	mux := http.NewServeMux()
+	// A refused request ends its connection (refuse): kept alive, it let
+	// a client without the token hold sbx-mcp's sockets without end (the
+	// server bounds the wait for a header, not the idle time between
+	// requests).
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		refuse(w, http.StatusNotFound, "sbx-mcp: not found: the MCP endpoint is "+HTTPPath)
+	}))
 	mux.Handle(HTTPPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if msg := checkHost(r, loopback, port); msg != "" {
 			o.Log.Warn("http request refused", "reason", msg, "remote", r.RemoteAddr)
-			http.Error(w, "sbx-mcp: refused: "+msg, http.StatusForbidden)
+			refuse(w, http.StatusForbidden, "sbx-mcp: refused: "+msg)
 			return
 		}
 		if msg := checkOrigin(r, loopback); msg != "" {
 			o.Log.Warn("http request refused", "reason", msg, "remote", r.RemoteAddr)
-			http.Error(w, "sbx-mcp: refused: "+msg, http.StatusForbidden)
+			refuse(w, http.StatusForbidden, "sbx-mcp: refused: "+msg)
 			return
 		}
 		fields := strings.Fields(r.Header.Get("Authorization"))
 		if len(fields) != 2 || !strings.EqualFold(fields[0], "bearer") {
 			w.Header().Set("WWW-Authenticate", "Bearer")
-			http.Error(w, "sbx-mcp: missing bearer token: send the header `Authorization: Bearer <token>` with the token sbx-mcp was given (SBX_TOKEN or --token-file) or printed at start", http.StatusUnauthorized)
+			refuse(w, http.StatusUnauthorized, "sbx-mcp: missing bearer token: send the header `Authorization: Bearer <token>` with the token sbx-mcp was given (SBX_TOKEN or --token-file) or printed at start")
 			return
 		}
 		if subtle.ConstantTimeCompare([]byte(fields[1]), want) != 1 {
 			o.Log.Warn("http request refused", "reason", "wrong bearer token", "remote", r.RemoteAddr)
 			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
-			http.Error(w, "sbx-mcp: wrong bearer token", http.StatusUnauthorized)
+			refuse(w, http.StatusUnauthorized, "sbx-mcp: wrong bearer token")
 			return
 		}
 		if r.Method == http.MethodPost && !checkBody(w, r, server, o.MaxBodyBytes) {
@@ -144,6 +151,13 @@ func NewHTTPHandler(server *mcp.Server, o HTTPOptions) (http.Handler, error) {
 		authed.ServeHTTP(w, r)
 	}))
 	return mux, nil
+}
+
+// refuse answers a request that does not reach the MCP handler and closes
+// its connection after the answer.
+func refuse(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Connection", "close")
+	http.Error(w, msg, code)
 }
 
 // isStateless tells a request of the stateless revision that sbx serves
