@@ -95,6 +95,8 @@ func Main() {
 		os.Exit(runWorker())
 	case "egress":
 		os.Exit(runEgress())
+	case "rmtree":
+		os.Exit(runRemove())
 	default:
 		fmt.Fprintf(os.Stderr, "sbx init: unknown stage %q\n", stage())
 		os.Exit(1)

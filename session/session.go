@@ -140,6 +140,7 @@ type Session struct {
 	closed        bool            // mu
 	// lastRelease is what the pull-back before the release did.
 	lastRelease sbxsync.Report // run (finalPull)
+	fold        foldState      // run: the command round that stands for the final pull (release.go)
 	// dropped is closed when a dropped sandbox's release has ended; the
 	// next claim waits for it (mu).
 	dropped chan struct{}
@@ -168,6 +169,7 @@ func (m *Manager) Open(ctx context.Context, name string, p Params) (*Session, er
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create session state directory: %w (set XDG_STATE_HOME to a writable directory)", err)
 	}
+	m.sweepTrash() // what a killed remover left (release.go)
 	s := &Session{m: m, name: name, dir: dir, params: p}
 	l, err := lock(dir)
 	if err != nil {
@@ -508,7 +510,9 @@ func (s *Session) Exec(ctx context.Context, r Run) (Outcome, error) {
 	if decision.Where == router.Host {
 		res, rep, err = s.runOnHost(ctx, sb, decision, r)
 	} else {
+		s.foldBegin()
 		res, rep, err = s.roundTrip(ctx, sb, cmd)
+		s.foldEnd(rep, err)
 	}
 	if errors.Is(err, sandbox.ErrUnreachable) {
 		// The sandbox died while idle (killed, expired): nothing ran. Claim a
@@ -1040,7 +1044,9 @@ func (s *Session) Release(ctx context.Context) error {
 	// (that is what a release does), and its pull-back then fails.
 	if sb != nil {
 		if s.run.TryLock() {
-			s.finalPull(ctx, sb)
+			if !s.folded() {
+				s.finalPull(ctx, sb)
+			}
 			s.run.Unlock()
 		} else {
 			s.noteLocking(fmt.Sprintf("session %s: released while a command ran: it was killed, and what it changed in the sandbox since it started is lost with the sandbox", s.name))
@@ -1131,8 +1137,8 @@ func (m *Manager) release(ctx context.Context, name string, sb sandbox.Sandbox) 
 	if sb != nil {
 		rerr = sb.Release(ctx)
 	}
-	if err := os.RemoveAll(dir); err != nil && rerr == nil {
-		rerr = fmt.Errorf("remove session state: %w", err)
+	if err := m.removeState(dir); err != nil && rerr == nil {
+		rerr = err
 	}
 	return rerr
 }

@@ -636,6 +636,12 @@ func sameIgnoringHash(a, b Entry) bool {
 func (h *Helper) Collect(pull io.Writer) HelperReply {
 	for _, hd := range h.dirs {
 		sc := &Scanner{Exclude: hd.ex}
+		if h.req.FullScan {
+			// After the command too: a placed round's scan before it
+			// took the first asking (the command's round can be the
+			// last pull-back's, session/release.go).
+			hd.watch.Invalidate("the host asked for a full scan")
+		}
 		if hd.watch != nil && hd.watch.n != nil && len(hd.undone) > 0 {
 			hd.watch.n.touch(hd.undone) // rolled back: to be seen again
 		}

@@ -101,6 +101,9 @@ func execOrShell(ctx context.Context, e *Env, args []string, shell bool) int {
 	for _, n := range s.Notices() {
 		fmt.Fprintf(e.Stderr, "sbx: note: %s\n", n)
 	}
+	if !s.Info().Keep {
+		s.LastCommand() // released right after it: one round trip, not two
+	}
 	// Release (or keep) the session whatever happens below, even on a signal.
 	defer func() {
 		err := s.Close(context.Background())

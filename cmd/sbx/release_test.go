@@ -1,0 +1,145 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sbx-sh/sbx/internal/testenv"
+)
+
+// The end of an unkept `sbx exec` (session/release.go): the command's round
+// trip stands for the last pull-back, and the workspace is removed after
+// sbx has answered.
+
+// TestExecReleaseOneRoundTrip: `sbx exec` without --keep makes one round
+// trip (the command's, a full scan on both sides), not a second one for the
+// release's last pull-back; what the command changed comes back.
+func TestExecReleaseOneRoundTrip(t *testing.T) {
+	w := newWorld(t)
+	r := w.sbxEnv(t, w.code, []string{"SBX_DEBUG=1"}, "exec", "--", "echo made > out.txt")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(w.code, "out.txt")); string(b) != "made\n" {
+		t.Fatalf("change not brought back: %q", b)
+	}
+	if n := strings.Count(r.stderr, `msg="round trip"`); n != 1 || !strings.Contains(r.stderr, "folded into the command's round trip") {
+		t.Fatalf("%d round trips (want 1, the last pull-back folded into the command's):\n%s", n, r.stderr)
+	}
+}
+
+// TestExecReleaseBringsBackMmapWrites: a write through a shared mmap makes
+// no inotify event; with the last pull-back folded into the command's
+// round, that round's pull-back must still scan in full after the command
+// (the first round of a new sandbox, whose placed push armed the watch
+// just before it), or the write is lost with the sandbox.
+func TestExecReleaseBringsBackMmapWrites(t *testing.T) {
+	const python = "/usr/bin/python3"
+	if _, err := os.Stat(python); err != nil {
+		t.Fatalf("this test writes through mmap with %s: install python3 (%v)", python, err)
+	}
+	w := newWorld(t)
+	db := filepath.Join(w.code, "db")
+	os.WriteFile(db, []byte("aaaaaaaa"), 0o644)
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(db, old, old)
+	script := python + ` -c 'import mmap,os
+fd = os.open("db", os.O_RDWR)
+m = mmap.mmap(fd, 8)
+os.close(fd)
+m[:] = b"bbbbbbbb"
+m.flush()
+m.close()'`
+	r := w.sbxEnv(t, w.code, []string{"SBX_DEBUG=1"}, "exec", "--", script)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if b, _ := os.ReadFile(db); string(b) != "bbbbbbbb" {
+		t.Fatalf("a write through mmap in the last command: the host has %q\n%s", b, r.stderr)
+	}
+}
+
+// TestReleaseRemovesWorkspaceAfterwards: the released workspace goes
+// (set aside, removed by a detached remover), with nothing followed out of
+// it: a link the sandbox left to a host directory is removed, not what it
+// points at, and a directory it made unwritable goes too.
+func TestReleaseRemovesWorkspaceAfterwards(t *testing.T) {
+	w := newWorld(t)
+	victim := tempDir(t)
+	os.WriteFile(filepath.Join(victim, "keep.txt"), []byte("host\n"), 0o644)
+	// The link and the locked directory are excluded from the pull-back by
+	// .sbxignore, so they stay in the workspace for the removal.
+	os.WriteFile(filepath.Join(w.code, ".sbxignore"), []byte("trap/\n"), 0o644)
+	script := "mkdir -p trap/locked/deep && echo x > trap/locked/deep/f && ln -s " + victim + " trap/link && ln -s " + victim + "/keep.txt trap/flink && chmod 0 trap/locked"
+	if r := w.sbx(t, w.code, "exec", "--", script); r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	sessions := filepath.Join(w.state, "sbx", "sessions")
+	trash := sessions + ".trash"
+	if !testenv.WaitFor(20*time.Second, func() bool {
+		entries, err := os.ReadDir(trash)
+		return err == nil && len(entries) == 0
+	}) {
+		entries, _ := os.ReadDir(trash)
+		t.Fatalf("the released workspace is still in %s after 20s: %v", trash, entries)
+	}
+	if _, err := os.Stat(filepath.Join(sessions, "default")); !os.IsNotExist(err) {
+		t.Fatalf("the session's state dir is still there: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(victim, "keep.txt")); err != nil || string(b) != "host\n" {
+		t.Fatalf("the host file a workspace link named: %q, %v", b, err)
+	}
+}
+
+// TestLeftoverTrashRemovedByNextStart: a workspace whose remover was killed
+// (an unlocked trash entry) is removed by the next sbx that opens a
+// session; one whose remover still runs (locked) is left to it.
+func TestLeftoverTrashRemovedByNextStart(t *testing.T) {
+	w := newWorld(t)
+	trash := filepath.Join(w.state, "sbx", "sessions.trash")
+	dead, busy := filepath.Join(trash, "work.dead"), filepath.Join(trash, "work.busy")
+	for _, d := range []string{dead, busy} {
+		os.MkdirAll(filepath.Join(d, "0", "sub"), 0o755)
+		os.WriteFile(filepath.Join(d, "0", "sub", "f"), []byte("x"), 0o644)
+	}
+	lk, err := os.Open(busy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Close()
+	if err := unix.Flock(int(lk.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	if r := w.sbx(t, w.code, "exec", "--", "true"); r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if !testenv.WaitFor(20*time.Second, func() bool {
+		_, err := os.Lstat(dead)
+		return os.IsNotExist(err)
+	}) {
+		t.Fatalf("a killed remover's leftover %s is still there 20s after the next sbx exec", dead)
+	}
+	if _, err := os.Stat(filepath.Join(busy, "0", "sub", "f")); err != nil {
+		t.Fatalf("an entry whose remover runs (locked) was touched: %v", err)
+	}
+	// Its remover killed (a dead process's flock is released): the next
+	// start removes it.
+	lk.Close()
+	cmd := exec.Command(sbxBin, "exec", "--", "true")
+	cmd.Dir, cmd.Env = w.code, w.env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("sbx exec: %v %s", err, out)
+	}
+	if !testenv.WaitFor(20*time.Second, func() bool {
+		_, err := os.Lstat(busy)
+		return os.IsNotExist(err)
+	}) {
+		t.Fatalf("an entry unlocked again (its remover gone) is still there 20s after the next sbx exec: %s", busy)
+	}
+}

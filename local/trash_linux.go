@@ -1,0 +1,94 @@
+package local
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+)
+
+// A released session's workspace, removed after sbx has answered: the
+// session renames it into its trash dir and hands it here
+// (session/release.go). The remover is this binary again (stage "rmtree"),
+// detached (its own session, no terminal, no stdio), given the trash dir
+// and the entry's lock as descriptors: it removes only that one entry
+// beneath that directory, through an os.Root (no link followed out of it),
+// and holds the lock until done, so that the next sbx leaves it alone
+// while it runs and removes what it left if it was killed.
+
+const (
+	fdTrashDir  = 3
+	fdTrashLock = 4
+)
+
+// RemoveLater starts the remover of trash's entry name and returns.
+func (p *Provider) RemoveLater(trash *os.File, name string, lock *os.File) error {
+	if err := checkTrashName(name); err != nil {
+		return err
+	}
+	cmd := &exec.Cmd{
+		Path:        "/proc/self/exe",
+		Args:        []string{"sbx-rmtree", name},
+		Env:         []string{envStage + "=rmtree"},
+		Dir:         "/",
+		ExtraFiles:  []*os.File{trash, lock}, // fdTrashDir, fdTrashLock
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start the workspace's remover: %w", err)
+	}
+	// Reaped here when this process lives on (sbx-mcp); an sbx that exits
+	// leaves it to finish on its own.
+	go cmd.Wait()
+	return nil
+}
+
+func checkTrashName(name string) error {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
+		return fmt.Errorf("remove trash entry %q: not a single name", name)
+	}
+	return nil
+}
+
+// runRemove is the remover's stage.
+func runRemove() int {
+	if len(os.Args) != 2 {
+		fmt.Fprintln(os.Stderr, "sbx rmtree: want one trash entry")
+		return 2
+	}
+	name := os.Args[1]
+	if err := checkTrashName(name); err != nil {
+		fmt.Fprintln(os.Stderr, "sbx rmtree:", err)
+		return 2
+	}
+	if err := removeBeneath(os.NewFile(fdTrashDir, "trash"), name); err != nil {
+		fmt.Fprintln(os.Stderr, "sbx rmtree:", err)
+		return 1
+	}
+	return 0
+}
+
+// removeBeneath removes dir's entry name and all below it, never leaving
+// dir. A directory the sandbox made unwritable is made writable (its
+// owner is this user, as everything in a workspace).
+func removeBeneath(dir *os.File, name string) error {
+	root, err := os.OpenRoot(fmt.Sprintf("/proc/self/fd/%d", dir.Fd()))
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	err = root.RemoveAll(name)
+	if err == nil || !errors.Is(err, fs.ErrPermission) {
+		return err
+	}
+	fs.WalkDir(root.FS(), name, func(p string, d fs.DirEntry, err error) error {
+		if d != nil && d.IsDir() {
+			root.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	return root.RemoveAll(name)
+}
