@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,11 +14,16 @@ import (
 // repository (SBX_BENCH_REPO, a Go module directory; by default
 // BurntSushi/toml from the host's module cache), side by side in one run:
 //
-//	host-warm       go test ./... on the host, its caches warm (the baseline)
 //	sbx-first       sbx exec -- go test ./... in the first session (sbx's caches empty)
-//	sbx-second      the same in a new session each time, sbx's caches warm
+//	second-session  per iteration, interleaved: go test ./... on the host, its
+//	                caches warm (the baseline), then the same through sbx exec in
+//	                a new session, sbx's caches warm (and, when SBX_BENCH_BASE
+//	                names another sbx binary, the same through it: old against
+//	                new in the same loop)
 //
-// sbx-first and sbx-second report x-host, their ratio to host-warm.
+// second-session reports the medians (host-ms, sbx-ms, base-ms) and
+// x-host, the ratio of the medians, and x-host-sum, the ratio of the sums;
+// the order within an iteration rotates so neither side always runs first.
 func BenchmarkSecondSessionGoTest(b *testing.B) {
 	src := os.Getenv("SBX_BENCH_REPO")
 	if src == "" {
@@ -58,36 +64,74 @@ func BenchmarkSecondSessionGoTest(b *testing.B) {
 	}
 	hostGoTest := []string{"go", "test", "./..."}
 	sbxGoTest := []string{sbxBin, "exec", "--", "go test ./..."}
+	base := os.Getenv("SBX_BENCH_BASE")
 	// The host's own caches, warm (the host's HOME is the user's: the
 	// host's GOCACHE is not sbx's).
-	hostEnv := env
-	env = append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS=-mod=mod", "GOPROXY=off")
-	run(b, hostGoTest...)
+	sbxEnv := env
+	hostEnv := append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS=-mod=mod", "GOPROXY=off")
 	env = hostEnv
-	var host float64
-	b.Run("host-warm", func(b *testing.B) {
-		env = append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS=-mod=mod", "GOPROXY=off")
-		defer func() { env = hostEnv }()
-		var total time.Duration
-		for i := 0; i < b.N; i++ {
-			total += run(b, hostGoTest...)
-		}
-		host = float64(total.Nanoseconds()) / float64(b.N)
-	})
+	run(b, hostGoTest...)
+	env = sbxEnv
 	b.Run("sbx-first", func(b *testing.B) {
 		var total time.Duration
 		for i := 0; i < b.N; i++ {
 			os.RemoveAll(cacheHome)
 			total += run(b, sbxGoTest...)
 		}
-		b.ReportMetric(float64(total.Nanoseconds())/float64(b.N)/host, "x-host")
+		b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "sbx-ms")
 	})
 	run(b, sbxGoTest...)
-	b.Run("sbx-second", func(b *testing.B) {
-		var total time.Duration
-		for i := 0; i < b.N; i++ {
-			total += run(b, sbxGoTest...)
+	if base != "" {
+		run(b, base, "exec", "--", "go test ./...")
+	}
+	b.Run("second-session", func(b *testing.B) {
+		type side struct {
+			name string
+			argv []string
+			env  []string
+			runs []time.Duration
 		}
-		b.ReportMetric(float64(total.Nanoseconds())/float64(b.N)/host, "x-host")
+		sides := []*side{{name: "host", argv: hostGoTest, env: hostEnv}, {name: "sbx", argv: sbxGoTest, env: sbxEnv}}
+		if base != "" {
+			sides = append(sides, &side{name: "base", argv: []string{base, "exec", "--", "go test ./..."}, env: sbxEnv})
+		}
+		for i := 0; i < b.N; i++ {
+			for j := range sides {
+				s := sides[(i+j)%len(sides)]
+				env = s.env
+				s.runs = append(s.runs, run(b, s.argv...))
+			}
+		}
+		env = sbxEnv
+		host := sides[0]
+		for _, s := range sides {
+			b.ReportMetric(ms(median(s.runs)), s.name+"-ms")
+			if s != host {
+				prefix := ""
+				if s.name != "sbx" {
+					prefix = s.name + "-"
+				}
+				b.ReportMetric(float64(median(s.runs))/float64(median(host.runs)), prefix+"x-host")
+				b.ReportMetric(float64(sum(s.runs))/float64(sum(host.runs)), prefix+"x-host-sum")
+			}
+		}
 	})
 }
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func sum(d []time.Duration) (t time.Duration) {
+	for _, x := range d {
+		t += x
+	}
+	return t
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
