@@ -342,7 +342,7 @@ func hadFile(m Manifest, p string) bool {
 	return ok && e.Mode.IsRegular()
 }
 
-func hashFile(p string) (string, error) {
+func hashFilePortable(p string) (string, error) {
 	f, err := os.OpenFile(p, os.O_RDONLY|noFollow, 0)
 	if err != nil {
 		return "", err

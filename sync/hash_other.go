@@ -1,0 +1,5 @@
+//go:build !linux
+
+package sync
+
+func hashFile(p string) (string, error) { return hashFilePortable(p) }
