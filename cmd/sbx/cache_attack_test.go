@@ -61,3 +61,39 @@ func TestHostGoModCacheReadOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestCachePruneFollowsNoPlantedLink: sbx cache prune runs on the host, as
+// the user, over what sandboxes wrote. A sandbox plants, in the shared Go
+// module cache, links to a host directory of the user's (it can guess the
+// host's paths): one at the top, one inside a read-only directory as Go
+// makes them (prune chmods those before removing), one that is the
+// directory prune would chmod. Prune removes the cache and leaves the host
+// directory, its mode and its files as they were.
+func TestCachePruneFollowsNoPlantedLink(t *testing.T) {
+	w := newWorld(t)
+	cacheHome := tempDir(t)
+	victim := filepath.Join(tempDir(t), "victim")
+	if err := os.MkdirAll(filepath.Join(victim, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(victim, "sub", "keep"), []byte("keep\n"), 0o644)
+	os.Chmod(filepath.Join(victim, "sub"), 0o500)
+	os.Chmod(victim, 0o500)
+	t.Cleanup(func() { os.Chmod(victim, 0o755); os.Chmod(filepath.Join(victim, "sub"), 0o755) })
+	env := []string{"XDG_CACHE_HOME=" + cacheHome}
+	sbxAs := ordinaryUser(t, w, cacheHome, filepath.Dir(victim))
+	before := treeHash(t, victim)
+	plant := `cd "$GOMODCACHE" && ln -s ` + victim + ` top && mkdir -p ro/m@v1 && ln -s ` + victim + ` ro/m@v1/in && ln -s ` + victim + `/sub ro/dirlink && chmod 0555 ro/m@v1 ro && ls -la ro`
+	if r := sbxAs(t, w.code, env, "exec", "--", plant); r.code != 0 {
+		t.Fatalf("plant: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := sbxAs(t, w.code, env, "cache", "prune"); r.code != 0 || !strings.Contains(r.stdout, "removed") {
+		t.Fatalf("sbx cache prune: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if after := treeHash(t, victim); after != before {
+		t.Fatalf("sbx cache prune changed the host directory a planted link named")
+	}
+	if m, _ := filepath.Glob(filepath.Join(cacheHome, "sbx", "go-mod", "*")); len(m) != 0 {
+		t.Fatalf("prune left %v", m)
+	}
+}
