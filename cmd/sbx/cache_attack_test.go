@@ -1,9 +1,12 @@
 package main
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -95,5 +98,49 @@ func TestCachePruneFollowsNoPlantedLink(t *testing.T) {
 	}
 	if m, _ := filepath.Glob(filepath.Join(cacheHome, "sbx", "go-mod", "*")); len(m) != 0 {
 		t.Fatalf("prune left %v", m)
+	}
+}
+
+// TestHostGoEnvIgnoresTheProjectsGoMod: with host_caches = ["go-mod"] sbx
+// asks the host's go for GOMODCACHE and GOPROXY. Asked in the project's
+// directory, the go command read the go.mod there, which the sandbox
+// writes: a `go 1.99.9` line made the host's go fetch toolchain go1.99.9
+// from the host's GOPROXY and run it, on the host, before the sandbox
+// started (the go command checks a toolchain against the checksum database
+// even with GOSUMDB=off, so an official release, but one the sandbox chose,
+// downloaded and run at every claim). sbx asks outside any module now; the
+// proxy here records what is asked.
+func TestHostGoEnvIgnoresTheProjectsGoMod(t *testing.T) {
+	w := newWorld(t)
+	var mu sync.Mutex
+	var asked []string
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked = append(asked, r.URL.Path)
+		mu.Unlock()
+		http.NotFound(rw, r)
+	}))
+	defer srv.Close()
+	modCache := tempDir(t)
+	os.MkdirAll(filepath.Join(modCache, "cache", "download"), 0o755)
+	env := []string{"GOMODCACHE=" + modCache, "SBX_HOST_CACHES=go-mod", "SBX_CACHE=none", "GOPROXY=" + srv.URL, "GOSUMDB=off", "GOFLAGS=",
+		// The official distribution's default (its go.env); some distributions' is local.
+		"GOTOOLCHAIN=auto"}
+	if r := w.sbxEnv(t, w.code, env, "exec", "--", `printf 'module example.com/m\n\ngo 1.99.9\n' > go.mod`); r.code != 0 {
+		t.Fatalf("write go.mod: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(w.code, "go.mod")); !strings.Contains(string(b), "go 1.99.9") {
+		t.Fatalf("the sandbox's go.mod did not come back: %q", b)
+	}
+	r := w.sbxEnv(t, w.code, env, "exec", "--", `echo "$GOPROXY"`)
+	if r.code != 0 || !strings.Contains(r.stdout, "file:///var/cache/sbx/host-go-mod,"+srv.URL) {
+		t.Fatalf("second exec: exit %d, want the host's GOPROXY after the file proxy\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, p := range asked {
+		if strings.Contains(p, "toolchain") {
+			t.Fatalf("the host's go fetched a toolchain the sandbox's go.mod named: %v", asked)
+		}
 	}
 }

@@ -47,9 +47,14 @@ func localProvider(cfg config.Config, log *slog.Logger) *local.Provider {
 }
 
 // hostGoEnv is the host's GOMODCACHE and GOPROXY, as its go command says
-// (go env reads the go env file too), else from the environment.
+// (go env reads the go env file too), else from the environment. It is
+// asked outside any module, with the toolchain it is: in the project's
+// directory it read the go.mod there, which the sandbox writes, and a `go
+// 1.99.9` line made the host fetch and run that toolchain.
 func hostGoEnv() (modCache, proxy string) {
-	if out, err := exec.Command("go", "env", "GOMODCACHE", "GOPROXY").Output(); err == nil {
+	cmd := exec.Command("go", "env", "GOMODCACHE", "GOPROXY")
+	cmd.Dir, cmd.Env = "/", append(os.Environ(), "GOTOOLCHAIN=local", "GOWORK=off")
+	if out, err := cmd.Output(); err == nil {
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 		if len(lines) == 2 {
 			return lines[0], lines[1]
