@@ -362,11 +362,14 @@ func keepFile(dir *os.Root, name, dst string) error {
 	if linkOut(dir, name, dst) == nil {
 		return nil
 	}
-	in, err := dir.OpenFile(name, os.O_RDONLY|noFollow, 0)
+	in, err := dir.OpenFile(name, os.O_RDONLY|noFollow|noWait, 0)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
+	if err := isRegular(in); err != nil {
+		return err
+	}
 	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err

@@ -343,11 +343,14 @@ func hadFile(m Manifest, p string) bool {
 }
 
 func hashFilePortable(p string) (string, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|noFollow, 0)
+	f, err := os.OpenFile(p, os.O_RDONLY|noFollow|noWait, 0)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
+	if err := isRegular(f); err != nil {
+		return "", err
+	}
 	return hashReader(f)
 }
 

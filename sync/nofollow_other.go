@@ -3,3 +3,5 @@
 package sync
 
 const noFollow = 0
+
+const noWait = 0

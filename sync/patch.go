@@ -139,7 +139,7 @@ func writeEntry(tw *tar.Writer, r *os.Root, c Change) error {
 		h.Typeflag, h.Linkname, h.ModTime = tar.TypeSymlink, e.Link, time.Time{}
 		return tw.WriteHeader(h)
 	}
-	f, err := r.OpenFile(c.Path, os.O_RDONLY|noFollow, 0)
+	f, err := r.OpenFile(c.Path, os.O_RDONLY|noFollow|noWait, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return tw.WriteHeader(deletedHeader(c.Path))
 	}

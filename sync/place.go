@@ -300,7 +300,7 @@ func (p *placer) gone(cs []Change) {
 // file copies one file; ok is false when it is no longer a regular file on
 // the host (it is then not placed, and not recorded).
 func (p *placer) file(src, dst *os.Root, name string, e Entry) (ok bool, err error) {
-	in, err := src.OpenFile(name, os.O_RDONLY|noFollow, 0)
+	in, err := src.OpenFile(name, os.O_RDONLY|noFollow|noWait, 0)
 	if notExist(err) || isLoop(err) {
 		return false, nil
 	}

@@ -123,7 +123,7 @@ func (rs *repoState) hostRepo(root *os.Root, dir string) bool {
 		case fi.Mode()&fs.ModeSymlink != 0:
 			v = true
 		case fi.Mode().IsRegular():
-			if f, err := root.OpenFile(head, os.O_RDONLY|noFollow, 0); err == nil {
+			if f, err := root.OpenFile(head, os.O_RDONLY|noFollow|noWait, 0); err == nil {
 				b, _ := io.ReadAll(io.LimitReader(f, headRead))
 				f.Close()
 				v = gitHeadShaped(b)

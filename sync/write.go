@@ -168,12 +168,28 @@ func lstatEntry(r *os.Root, p string, withHash bool) (Entry, bool, error) {
 }
 
 func hashIn(r *os.Root, p string) (string, error) {
-	f, err := r.OpenFile(p, os.O_RDONLY|noFollow, 0)
+	f, err := r.OpenFile(p, os.O_RDONLY|noFollow|noWait, 0)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
+	if err := isRegular(f); err != nil {
+		return "", err
+	}
 	return hashReader(f)
+}
+
+// isRegular refuses an open file that is not a regular file (a fifo or a
+// directory where a regular file was when the scan looked).
+func isRegular(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return &fs.PathError{Op: "read", Path: f.Name(), Err: syscall.EINVAL}
+	}
+	return nil
 }
 
 // notExist: nothing is there, also when a parent is no longer a directory.

@@ -1,0 +1,65 @@
+package sync
+
+import (
+	"archive/tar"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// withDeadline runs f and fails the test when it has not returned within
+// 10 s; a writer then opens every fifo in fifos so a blocked open ends.
+func withDeadline(t *testing.T, what string, fifos []string, f func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(10 * time.Second):
+		for _, p := range fifos {
+			if w, err := os.OpenFile(p, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+				w.Close()
+			}
+		}
+		<-done
+		t.Fatalf("%s waited on a fifo", what)
+		return nil
+	}
+}
+
+// TestFifoSwappedInIsNotWaitedOn: a file the sandbox's scan found (a change
+// to pack into the pull, a racy file to hash) that a process still running
+// there swaps for a fifo before it is read is not opened as a reader that
+// waits for a writer: the open would hold the helper's round trip, and the
+// host's session with it, for good. The packer sends it as deleted (the
+// next scan sees the fifo), the hash is refused.
+func TestFifoSwappedInIsNotWaitedOn(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "main.go")
+	if err := syscall.Mkfifo(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	tw := tar.NewWriter(io.Discard)
+	err = withDeadline(t, "packing", []string{p}, func() error {
+		return writeEntry(tw, r, Change{Path: "main.go", Entry: Entry{Mode: 0o644, Size: 3}})
+	})
+	if err != nil {
+		t.Errorf("packing a file now a fifo: %v, want it sent as deleted", err)
+	}
+	err = withDeadline(t, "hashing", []string{p}, func() error {
+		_, err := hashIn(r, "main.go")
+		return err
+	})
+	if err == nil {
+		t.Error("a fifo was hashed")
+	}
+}
