@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -159,5 +160,39 @@ func TestSetupUndoRefusesLinks(t *testing.T) {
 	}
 	if treeHash(t, out) != before {
 		t.Errorf("--undo changed %s through the project's link", out)
+	}
+}
+
+// TestSetupProjectPathCannotInject: Windsurf's config names the project's
+// directory (Windsurf does not start servers in the workspace). A directory
+// whose name holds quotes, a newline, braces and a backslash must come out
+// as that one string, not as JSON of its own (an added server, a changed
+// command).
+func TestSetupProjectPathCannotInject(t *testing.T) {
+	w := newWorld(t)
+	w.env[0] = setupPath(t)
+	proj := filepath.Join(w.code, "x\", \"command\": \"/tmp/evil\"}, \"evil\": {\"command\": \"sh\"\n\\u0041 ]}")
+	if err := os.MkdirAll(proj, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if r := w.sbx(t, proj, "setup", "windsurf"); r.code != 0 {
+		t.Fatalf("sbx setup windsurf: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	raw, err := os.ReadFile(filepath.Join(w.home, ".codeium", "windsurf", "mcp_config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		MCPServers map[string]struct {
+			Command string   `json:"command"`
+			Args    []string `json:"args"`
+		} `json:"mcpServers"`
+	}
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		t.Fatalf("the config is not JSON: %v\n%s", err, raw)
+	}
+	sbx, ok := cfg.MCPServers["sbx"]
+	if len(cfg.MCPServers) != 1 || !ok || sbx.Command != "sbx-mcp" || len(sbx.Args) != 2 || sbx.Args[0] != "--code-dir" || sbx.Args[1] != proj {
+		t.Fatalf("the project's path changed the config:\n%s", raw)
 	}
 }
