@@ -11,6 +11,7 @@ import (
 	"path"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	gosync "sync"
@@ -381,6 +382,9 @@ type Change struct {
 // removes it).
 func Diff(old, cur Manifest) []Change {
 	var puts, dels []Change
+	if len(old) == 0 {
+		puts = make([]Change, 0, len(cur)) // a first scan: everything is new
+	}
 	for p, e := range cur {
 		if o, ok := old[p]; !ok || !o.Same(e) {
 			puts = append(puts, Change{Path: p, Entry: e})
@@ -391,8 +395,8 @@ func Diff(old, cur Manifest) []Change {
 			dels = append(dels, Change{Path: p, Deleted: true, Entry: e})
 		}
 	}
-	sort.Slice(puts, func(i, j int) bool { return puts[i].Path < puts[j].Path })
-	sort.Slice(dels, func(i, j int) bool { return dels[i].Path > dels[j].Path })
+	slices.SortFunc(puts, func(a, b Change) int { return strings.Compare(a.Path, b.Path) })
+	slices.SortFunc(dels, func(a, b Change) int { return strings.Compare(b.Path, a.Path) })
 	gone := map[string]bool{}
 	var kept []Change
 	for i := len(dels) - 1; i >= 0; i-- { // shallowest first
@@ -407,7 +411,7 @@ func Diff(old, cur Manifest) []Change {
 		gone[d.Path] = true
 		kept = append(kept, d)
 	}
-	sort.Slice(kept, func(i, j int) bool { return kept[i].Path > kept[j].Path })
+	slices.SortFunc(kept, func(a, b Change) int { return strings.Compare(b.Path, a.Path) })
 	return append(puts, kept...)
 }
 
