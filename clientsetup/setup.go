@@ -207,6 +207,9 @@ func setupClaude(ctx context.Context, o Options, rec *record) ([]string, error) 
 	if _, err := o.lookPath("claude"); err != nil {
 		return nil, fmt.Errorf("%w: claude is not on PATH: install Claude Code (npm install -g @anthropic-ai/claude-code), then run sbx setup claude-code again", ErrCheck)
 	}
+	if err := checkProjectServer(o.Dir); err != nil {
+		return nil, err
+	}
 	settings := filepath.Join(o.Dir, ".claude", "settings.json")
 	scope := "local"
 	if o.Global {
@@ -242,8 +245,12 @@ func setupClaude(ctx context.Context, o Options, rec *record) ([]string, error) 
 	if err != nil {
 		return nil, err
 	}
-	if _, err := o.run(ctx, "claude", "mcp", "get", "sbx"); err == nil {
-		return changes, nil // registered already (in some scope): keep the user's entry
+	// Registered already in a scope of the user's: keep the user's entry.
+	// The project's scope (.mcp.json, plainly sbx-mcp after
+	// checkProjectServer) is not the user's: a local entry of sbx's own
+	// comes before it.
+	if out, err := o.run(ctx, "claude", "mcp", "get", "sbx"); err == nil && !projectScoped(out) {
+		return changes, nil
 	}
 	if out, err := o.run(ctx, "claude", "mcp", "add", "--scope", scope, "sbx", "--", "sbx-mcp"); err != nil {
 		return changes, fmt.Errorf("claude mcp add --scope %s sbx -- sbx-mcp: %v: %s", scope, err, strings.TrimSpace(string(out)))
@@ -386,7 +393,58 @@ func addServer(root *node, args []string) ([]string, error) {
 	return []string{"mcpServers.sbx = sbx-mcp " + strings.Join(args, " ")}, nil
 }
 
-var claudeConnected = regexp.MustCompile(`(?m)^sbx: .*Connected`)
+// claudeConnected is the line of `claude mcp list` for sbx, connected: the
+// command sbx-mcp (a path to it, or the name), the status last on the line
+// (a server's own arguments could say "Connected" anywhere before it).
+var claudeConnected = regexp.MustCompile(`(?m)^sbx: (?:\S*/)?sbx-mcp(?: .*)? - [✓✔] Connected\s*$`)
+
+// projectScoped reports whether the first Scope line of `claude mcp get`
+// says the project's (lines after it may be the server's own arguments).
+func projectScoped(out []byte) bool {
+	for _, line := range strings.Split(string(out), "\n") {
+		if s, ok := strings.CutPrefix(strings.TrimSpace(line), "Scope:"); ok {
+			return strings.HasPrefix(strings.TrimSpace(s), "Project config")
+		}
+	}
+	return false
+}
+
+// checkProjectServer refuses a project whose .mcp.json (Claude Code's
+// project servers, which come with the repository) names a server "sbx"
+// that is not plainly sbx-mcp: `claude mcp get sbx` would find it and sbx
+// would keep it as the user's entry, and Claude Code would offer it for
+// approval under sbx's name, to run the repository's command on the host.
+func checkProjectServer(dir string) error {
+	path := filepath.Join(dir, ".mcp.json")
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	var cfg struct {
+		MCPServers map[string]json.RawMessage `json:"mcpServers"`
+	}
+	if json.Unmarshal(raw, &cfg) != nil {
+		return nil // not a file Claude Code reads servers from either
+	}
+	entry, ok := cfg.MCPServers["sbx"]
+	if !ok {
+		return nil
+	}
+	var plain struct {
+		Type    string   `json:"type"`
+		Command string   `json:"command"`
+		Args    []string `json:"args"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(entry))
+	dec.DisallowUnknownFields()
+	if dec.Decode(&plain) == nil && plain.Command == "sbx-mcp" && len(plain.Args) == 0 && (plain.Type == "" || plain.Type == "stdio") {
+		return nil
+	}
+	return fmt.Errorf("%w: %s (it comes with the project) defines an MCP server named sbx that is not plainly sbx-mcp: %s; Claude Code would offer it for approval as sbx and run it on the host. Remove the sbx entry from %s (or make it {\"command\": \"sbx-mcp\"}), then run sbx setup claude-code again", ErrCheck, path, strings.TrimSpace(string(entry)), path)
+}
 
 // verify asks the client itself whether sbx is its tool provider now.
 func verify(ctx context.Context, o Options) error {
