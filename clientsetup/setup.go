@@ -343,7 +343,15 @@ func setupCursor(o Options, rec *record) ([]string, error) {
 		}
 	}
 	changes, err := editJSON(rec, filepath.Join(base, "mcp.json"), func(root *node) ([]string, error) {
-		return addServer(root, []string{"--code-dir", "${workspaceFolder}"})
+		args := []string{"--code-dir", "${workspaceFolder}"}
+		if !o.Global {
+			// The project's .cursor/mcp.json comes with the repository:
+			// an sbx entry there is not the user's own.
+			if err := checkPlainServer(root, args); err != nil {
+				return nil, err
+			}
+		}
+		return addServer(root, args)
 	})
 	if err != nil {
 		return nil, err
@@ -370,6 +378,42 @@ func setupWindsurf(o Options, rec *record) ([]string, error) {
 		// Windsurf does not start MCP servers in the workspace: name it.
 		return addServer(root, []string{"--code-dir", o.Dir})
 	})
+}
+
+// checkPlainServer refuses an mcpServers.sbx in a project's file that is
+// not plainly sbx-mcp (no arguments, or sbx's own, and no other field such
+// as env): kept as the user's entry, the client would list it as sbx, for
+// the user to enable, and run the repository's command on the host.
+func checkPlainServer(root *node, ownArgs []string) error {
+	servers := root.get("mcpServers")
+	if servers == nil || servers.kind != 'o' || servers.get("sbx") == nil {
+		return nil
+	}
+	entry, _ := servers.get("sbx").plain().(map[string]any)
+	ok := entry != nil && entry["command"] == "sbx-mcp"
+	for k, v := range entry {
+		switch k {
+		case "command":
+		case "type":
+			ok = ok && v == "stdio"
+		case "args":
+			a, _ := v.([]any)
+			plain := len(a) == 0
+			if len(a) == len(ownArgs) {
+				plain = true
+				for i := range a {
+					plain = plain && a[i] == ownArgs[i]
+				}
+			}
+			ok = ok && plain
+		default:
+			ok = false
+		}
+	}
+	if ok {
+		return nil
+	}
+	return fmt.Errorf("%w: it names an MCP server sbx that is not plainly sbx-mcp: %s; the file comes with the project, and the client would list that server as sbx and run it on the host: remove the sbx entry (sbx setup then adds its own)", ErrCheck, servers.get("sbx").encode())
 }
 
 // addServer adds mcpServers.sbx unless an entry of that name is there (the
