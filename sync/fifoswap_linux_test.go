@@ -63,3 +63,26 @@ func TestFifoSwappedInIsNotWaitedOn(t *testing.T) {
 		t.Error("a fifo was hashed")
 	}
 }
+
+// TestHelperStateFifoNotWaitedOn: the helper's state file (in the
+// sandbox's /run/sbx, which a command there can write) swapped for a fifo
+// is not waited on when the next round trip loads it: it is taken as no
+// state (the round trip then scans in full).
+func TestHelperStateFifoNotWaitedOn(t *testing.T) {
+	state, code := t.TempDir(), t.TempDir()
+	req := HelperRequest{Version: ProtocolVersion, Seq: 1, StateDir: state, Dirs: []HelperDir{{Path: code}}}
+	h, err := NewHelper(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := h.dirs[0].file
+	os.Remove(file)
+	if err := syscall.Mkfifo(file, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	req.Seq = 2
+	withDeadline(t, "loading the helper's state", []string{file}, func() error {
+		_, err := NewHelper(req)
+		return err
+	})
+}

@@ -254,11 +254,16 @@ func (hd *helperDir) load(use bool, key string) {
 	// Another process wrote it (or it is gone): what the watch saw is not
 	// what this state was scanned from.
 	hd.watch.Invalidate("the state file changed under this process")
-	f, err := os.Open(hd.file)
+	// Not waited on, and only a regular file: the state dir is the
+	// sandbox's, and a command there can swap the file for a fifo.
+	f, err := os.OpenFile(hd.file, os.O_RDONLY|noFollow|noWait, 0)
 	if err != nil {
 		return
 	}
 	defer f.Close()
+	if isRegular(f) != nil {
+		return
+	}
 	var st helperState
 	if gob.NewDecoder(f).Decode(&st) == nil {
 		stateLoads.Add(1)
