@@ -562,15 +562,25 @@ func CheckCodexPrompt(out []byte) []string {
 			}
 		}
 	}
-	var text strings.Builder
+	// Codex's own words only: its developer messages (a user message holds
+	// the project's AGENTS.md, which the repository writes), and for the
+	// sandbox and approvals its permissions instructions alone (a skill's
+	// description is a developer message too).
+	var text, perms strings.Builder
 	for _, it := range items {
 		tools, _ := it["tools"].([]any)
 		walk(tools)
+		if role, _ := it["role"].(string); role != "developer" && role != "system" {
+			continue
+		}
 		content, _ := it["content"].([]any)
 		for _, c := range content {
 			m, _ := c.(map[string]any)
 			s, _ := m["text"].(string)
 			text.WriteString(s + "\n")
+			if strings.HasPrefix(s, "<permissions instructions>") {
+				perms.WriteString(s + "\n")
+			}
 		}
 	}
 	var problems []string
@@ -590,7 +600,7 @@ func CheckCodexPrompt(out []byte) []string {
 	if strings.Contains(all, "Deferred tool namespaces:\n- mcp__sbx:") || strings.Contains(all, "- mcp__sbx:") {
 		hasSbx = true
 	}
-	if hasPatch && !(strings.Contains(all, "`sandbox_mode` is `read-only`") && strings.Contains(all, "Approval policy is currently never")) {
+	if p := perms.String(); hasPatch && !(strings.Contains(p, "`sandbox_mode` is `read-only`") && strings.Contains(p, "Approval policy is currently never")) {
 		problems = append(problems, "Codex's apply_patch can write the host: its sandbox is not read-only with approval policy never (a profile, a project .codex/config.toml or a -c/-s flag overrides ~/.codex/config.toml?)")
 	}
 	if !hasSbx {
