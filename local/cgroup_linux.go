@@ -3,6 +3,8 @@
 package local
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -22,10 +24,18 @@ type cgroups struct {
 
 const cgroupRoot = "/sys/fs/cgroup"
 
+// newCgroups makes this sandbox's own groups, named for id (the session's
+// name) and a random suffix: sessions of the same name run at once (one
+// per state dir: every user's "default"), and a group shared by two would
+// share its limits, and keep the release of one waiting (its group busy)
+// while the other runs. A name already there is never joined.
 func newCgroups(id string, l sandbox.Limits) (*cgroups, error) {
 	if l.MemoryBytes == 0 && l.Pids == 0 {
 		return nil, errors.New("no limits to enforce")
 	}
+	var b [4]byte
+	rand.Read(b[:])
+	id += "." + hex.EncodeToString(b[:])
 	if _, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers")); err == nil {
 		return newCgroupsV2(id, l)
 	}
@@ -40,7 +50,11 @@ func newCgroups(id string, l sandbox.Limits) (*cgroups, error) {
 	}
 	for _, k := range knobs {
 		dir := filepath.Join(cgroupRoot, k.controller, "sbx", id)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+			cg.remove()
+			return nil, fmt.Errorf("create cgroup %s: %w", filepath.Dir(dir), err)
+		}
+		if err := os.Mkdir(dir, 0o755); err != nil {
 			cg.remove()
 			return nil, fmt.Errorf("create cgroup %s: %w", dir, err)
 		}
@@ -68,7 +82,7 @@ func newCgroupsV2(id string, l sandbox.Limits) (*cgroups, error) {
 		return nil, errors.New("no cgroup v2 membership")
 	}
 	dir := filepath.Join(cgroupRoot, own, "sbx-"+id)
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create cgroup %s: %w", dir, err)
 	}
 	cg := &cgroups{dirs: []string{dir}}

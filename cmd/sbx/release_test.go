@@ -143,3 +143,64 @@ func TestLeftoverTrashRemovedByNextStart(t *testing.T) {
 		t.Fatalf("an entry unlocked again (its remover gone) is still there 20s after the next sbx exec: %s", busy)
 	}
 }
+
+// sandboxCgroups returns the host paths of the cgroups a sandbox command
+// runs in, read from its /proc/self/cgroup (v1: /sys/fs/cgroup/CONTROLLER/PATH,
+// v2: /sys/fs/cgroup/PATH), only those sbx made (named sbx).
+func sandboxCgroups(t *testing.T, out string) []string {
+	t.Helper()
+	var dirs []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 || !strings.Contains(parts[2], "sbx") {
+			continue
+		}
+		ctl := parts[1]
+		if strings.HasPrefix(ctl, "name=") {
+			continue
+		}
+		if i := strings.IndexByte(ctl, ','); i >= 0 {
+			ctl = ctl[:i] // cpu,cpuacct: mounted under either name
+		}
+		dirs = append(dirs, filepath.Join("/sys/fs/cgroup", ctl, parts[2]))
+	}
+	return dirs
+}
+
+// TestSameNamedSessionsOwnCgroups: two sandboxes of sessions with the same
+// name (two users' or two state dirs' "default") each get cgroups of their
+// own: one group shared would share its memory and pids limits, and the
+// release of one could not remove it while the other runs (it waited a
+// second per controller for it, then left it behind).
+func TestSameNamedSessionsOwnCgroups(t *testing.T) {
+	a, b := newWorld(t), newWorld(t)
+	if r := a.sbx(t, a.code, "exec", "--keep", "--", "true"); r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	ra := a.sbx(t, a.code, "exec", "--", "cat /proc/self/cgroup")
+	rb := b.sbx(t, b.code, "exec", "--", "cat /proc/self/cgroup")
+	if ra.code != 0 || rb.code != 0 {
+		t.Fatalf("exit %d, %d: %s %s", ra.code, rb.code, ra.stderr, rb.stderr)
+	}
+	ga, gb := sandboxCgroups(t, ra.stdout), sandboxCgroups(t, rb.stdout)
+	if len(ga) == 0 || len(gb) == 0 {
+		t.Fatalf("no sbx cgroup around the sandbox (this test needs sbx to make cgroups: run it as root on a host with cgroups):\n%s\n%s", ra.stdout, rb.stdout)
+	}
+	for _, d := range gb {
+		for _, e := range ga {
+			if d == e {
+				t.Fatalf("two sandboxes of sessions named default share the cgroup %s", d)
+			}
+		}
+		// b's session was released when its exec returned: its group is
+		// gone, while a's sandbox still runs.
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Fatalf("the released sandbox's cgroup %s is still there: %v", d, err)
+		}
+	}
+	for _, d := range ga {
+		if _, err := os.Stat(d); err != nil {
+			t.Fatalf("the running sandbox's cgroup %s: %v", d, err)
+		}
+	}
+}
