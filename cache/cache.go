@@ -270,7 +270,7 @@ func Prune(root string, cutoff time.Time) ([]Entry, error) {
 		if !cutoff.IsZero() && !e.LastUsed.IsZero() && !e.LastUsed.Before(cutoff) {
 			continue
 		}
-		if err := removeAll(e.Path); err != nil {
+		if err := Remove(e.Path); err != nil {
 			return removed, fmt.Errorf("remove cache %s: %w", e.Path, err)
 		}
 		os.Remove(stampOf(e.Path))
@@ -279,12 +279,17 @@ func Prune(root string, cutoff time.Time) ([]Entry, error) {
 	return removed, nil
 }
 
-// removeAll is os.RemoveAll for trees with read-only directories (Go's
-// module cache makes its directories 0555). The chmods go through an
-// os.Root of the cache: a sandbox that swaps a directory for a symlink
-// while this runs cannot lead them to a host file.
-func removeAll(p string) error {
+// Remove is os.RemoveAll for caches, whose trees hold read-only
+// directories (Go's module cache makes its directories 0555; a sandbox may
+// make any of its directories so): prune's, and the session's removal of
+// the caches of cache = "session" in its state dir. The chmods go through
+// an os.Root of the cache: a sandbox that swaps a directory for a symlink
+// while this runs cannot lead them to a host file. A missing p is no error.
+func Remove(p string) error {
 	r, err := os.OpenRoot(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sbx-sh/sbx/cache"
 	sbxsync "github.com/sbx-sh/sbx/sync"
 )
 
@@ -142,6 +143,10 @@ func (m *Manager) removeState(dir string) error {
 		} else {
 			m.log.Debug("workspace removed in line", "dir", work, "why", err)
 		}
+	}
+	// cache = "session" keeps the caches here, read-only directories and all.
+	if err := cache.Remove(filepath.Join(dir, "cache")); err != nil {
+		return fmt.Errorf("remove session state %s: %w (remove it by hand once no sbx uses it)", dir, err)
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("remove session state %s: %w (remove it by hand once no sbx uses it)", dir, err)

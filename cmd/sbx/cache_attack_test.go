@@ -144,3 +144,31 @@ func TestHostGoEnvIgnoresTheProjectsGoMod(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionCacheRemovedWithReadOnlyDirs: cache = "session" keeps a
+// session's caches in its state dir, removed with it. Go's module cache
+// makes every module's directory read-only (0555), and a sandbox may do
+// the same to any directory of its caches: the release's removal of the
+// state dir failed on them, as an ordinary user, leaving the state dir
+// (and the sandbox's files) behind after every release.
+func TestSessionCacheRemovedWithReadOnlyDirs(t *testing.T) {
+	w := newWorld(t)
+	sbxAs := ordinaryUser(t, w)
+	env := []string{"SBX_CACHE=session"}
+	if r := sbxAs(t, w.code, env, "exec", "--session", "ro", "--keep", "--", `mkdir -p "$GOMODCACHE/example.com/m@v1.0.0/sub" && echo x > "$GOMODCACHE/example.com/m@v1.0.0/sub/f" && chmod -R a-w "$GOMODCACHE/example.com"`); r.code != 0 {
+		t.Fatalf("exec: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := sbxAs(t, w.code, env, "release", "--session", "ro"); r.code != 0 {
+		t.Fatalf("release: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	var left []string
+	filepath.WalkDir(w.state, func(p string, d os.DirEntry, err error) error {
+		if err == nil && strings.Contains(p, "m@v1.0.0") {
+			left = append(left, p)
+		}
+		return nil
+	})
+	if len(left) > 0 {
+		t.Fatalf("the released session's cache is left on the host: %v", left)
+	}
+}
