@@ -11,7 +11,8 @@ import (
 )
 
 // withDeadline runs f and fails the test when it has not returned within
-// 10 s; a writer then opens every fifo in fifos so a blocked open ends.
+// 10 s; both ends of every fifo in fifos are then opened so a blocked
+// open ends.
 func withDeadline(t *testing.T, what string, fifos []string, f func() error) error {
 	t.Helper()
 	done := make(chan error, 1)
@@ -20,12 +21,19 @@ func withDeadline(t *testing.T, what string, fifos []string, f func() error) err
 	case err := <-done:
 		return err
 	case <-time.After(10 * time.Second):
+		// A reader and a writer: whichever end the blocked open waits for.
+		var ends []*os.File
 		for _, p := range fifos {
-			if w, err := os.OpenFile(p, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-				w.Close()
+			for _, flag := range []int{os.O_RDONLY, os.O_WRONLY} {
+				if f, err := os.OpenFile(p, flag|syscall.O_NONBLOCK, 0); err == nil {
+					ends = append(ends, f)
+				}
 			}
 		}
 		<-done
+		for _, f := range ends {
+			f.Close()
+		}
 		t.Fatalf("%s waited on a fifo", what)
 		return nil
 	}
@@ -85,4 +93,34 @@ func TestHelperStateFifoNotWaitedOn(t *testing.T) {
 		_, err := NewHelper(req)
 		return err
 	})
+}
+
+// TestHelperStateSaveFifoNotWaitedOn: a fifo planted at the name the
+// helper writes its state through (X.state.tmp) does not hold the save
+// (an open for writing waits for a reader); nor does a link there lead the
+// write elsewhere.
+func TestHelperStateSaveFifoNotWaitedOn(t *testing.T) {
+	state, code, elsewhere := t.TempDir(), t.TempDir(), t.TempDir()
+	req := HelperRequest{Version: ProtocolVersion, Seq: 1, StateDir: state, Dirs: []HelperDir{{Path: code}}}
+	h, err := NewHelper(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hd := h.dirs[0]
+	tmp := hd.file + ".tmp"
+	if err := syscall.Mkfifo(tmp, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := withDeadline(t, "saving the helper's state", []string{tmp}, hd.save); err != nil {
+		t.Fatalf("save beside a planted fifo: %v", err)
+	}
+	target := filepath.Join(elsewhere, "victim")
+	os.WriteFile(target, []byte("keep"), 0o600)
+	os.Symlink(target, tmp)
+	if err := hd.save(); err != nil {
+		t.Fatalf("save beside a planted link: %v", err)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "keep" {
+		t.Errorf("the save wrote through a planted link: %q", b)
+	}
 }

@@ -289,7 +289,10 @@ var WatchHelper = false
 
 func (hd *helperDir) save() error {
 	tmp := hd.file + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	// Made new: whatever a command left at the name (a fifo, whose open
+	// for writing would wait for a reader; a link) goes first.
+	os.Remove(tmp)
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY|noFollow, 0o600)
 	if err != nil {
 		return err
 	}
