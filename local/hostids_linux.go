@@ -57,13 +57,48 @@ type hostIDs struct {
 	Source string
 	// lock holds the slot while the init lives (root only).
 	lock *os.File
+	slot int
+}
+
+// slotFile, beside a state root (<root>.id-slot, outside the root, whose
+// entries are sessions), names the id slot the root's last sandbox had
+// (root only): a hint, never trusted for more than which free slot to try
+// first.
+func slotFile(root string) string { return filepath.Clean(root) + ".id-slot" }
+
+// preferredSlot reads root's hint; -1 when there is none.
+func preferredSlot(root string) int {
+	b, err := os.ReadFile(slotFile(root))
+	if err != nil || len(b) > 16 {
+		return -1
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || n < 0 {
+		return -1
+	}
+	return n
+}
+
+// keepSlot records ids' slot as root's hint when it changed.
+func keepSlot(root string, ids hostIDs) {
+	if ids.lock == nil || preferredSlot(root) == ids.slot {
+		return
+	}
+	p := slotFile(root)
+	tmp := p + ".tmp"
+	if os.WriteFile(tmp, []byte(strconv.Itoa(ids.slot)+"\n"), 0o600) == nil {
+		os.Rename(tmp, p)
+	}
 }
 
 // idRange is a run of host ids [Start, Start+Count).
 type idRange struct{ Start, Count int }
 
-// allocHostIDs picks the host ids for a new sandbox.
-func allocHostIDs() (hostIDs, error) {
+// allocHostIDs picks the host ids for a new sandbox: slot prefer when it
+// is free (the one this state root's last sandbox had: the package caches
+// are kept per host uid, cache/, so a new session on another slot found
+// them cold), else the lowest free one.
+func allocHostIDs(prefer int) (hostIDs, error) {
 	if os.Geteuid() != 0 {
 		return hostIDs{UID: os.Geteuid(), GID: os.Getegid(), Source: "the user running sbx"}, nil
 	}
@@ -81,7 +116,17 @@ func allocHostIDs() (hostIDs, error) {
 	}
 	// The lowest free slot: the lock files are then as many as the most
 	// sandboxes ever running at once, not one per id of the range.
-	for slot := 0; slot < count; slot++ {
+	order := func(yield func(int) bool) {
+		if prefer >= 0 && prefer < count && !yield(prefer) {
+			return
+		}
+		for slot := 0; slot < count; slot++ {
+			if slot != prefer && !yield(slot) {
+				return
+			}
+		}
+	}
+	for slot := range order {
 		f, err := os.OpenFile(filepath.Join(idLockDir, strconv.Itoa(slot)), os.O_RDONLY|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 		if err != nil {
 			return hostIDs{}, fmt.Errorf("open id slot %d in %s: %w", slot, idLockDir, err)
@@ -94,7 +139,7 @@ func allocHostIDs() (hostIDs, error) {
 			return hostIDs{}, fmt.Errorf("lock id slot %d in %s: %w", slot, idLockDir, err)
 		}
 		return hostIDs{
-			UID: uids.Start + slot, GID: gids.Start + slot, lock: f,
+			UID: uids.Start + slot, GID: gids.Start + slot, lock: f, slot: slot,
 			Source: fmt.Sprintf("slot %d of %s (uids %d-%d, gids %d-%d)", slot, joinSources(usrc, gsrc),
 				uids.Start, uids.Start+count-1, gids.Start, gids.Start+count-1),
 		}, nil
