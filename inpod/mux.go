@@ -43,13 +43,18 @@ import (
 func greeting() string { return Version + " mux " + SelfHash() + "\n" }
 
 var selfHash = sync.OnceValue(func() string {
-	exe, err := os.Executable()
+	// The running executable itself where Linux shows it: its path (in
+	// RunDir, which a command can write) may name something else by now,
+	// even a fifo whose open would wait.
+	f, err := os.Open("/proc/self/exe")
 	if err != nil {
-		return "unknown"
-	}
-	f, err := os.Open(exe)
-	if err != nil {
-		return "unknown"
+		exe, err := os.Executable()
+		if err != nil {
+			return "unknown"
+		}
+		if f, err = os.Open(exe); err != nil {
+			return "unknown"
+		}
 	}
 	defer f.Close()
 	h, err := Hash(f)

@@ -124,7 +124,7 @@ func kill(id string) int {
 	if strings.ContainsAny(id, "/.") {
 		return 2
 	}
-	raw, err := os.ReadFile(filepath.Join(sandbox.RunDir, "cmd-"+id+".pid"))
+	raw, err := readPidFile(filepath.Join(sandbox.RunDir, "cmd-"+id+".pid"))
 	if err != nil {
 		return 0 // already gone
 	}
@@ -134,6 +134,21 @@ func kill(id string) int {
 	}
 	killTree(pid)
 	return 0
+}
+
+// readPidFile reads a command's pid file, which lives where a command can
+// write (RunDir): without waiting (a fifo there opens at once), only a
+// regular file, not through a link, and at most 32 bytes of it.
+func readPidFile(p string) ([]byte, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", p)
+	}
+	return io.ReadAll(io.LimitReader(f, 32))
 }
 
 // killTree kills every descendant of pid (not pid itself), repeating until
