@@ -163,10 +163,17 @@ func (c *conn) writeFrame(v any, files ...*os.File) error {
 	return err
 }
 
+// fillBufs are fill's read buffers, kept from frame to frame. As a local
+// array the 64 KiB buffer lived on the stack: every goroutine that read a
+// frame (the init's three per command, sbx's handler of each MCP call)
+// first grew its stack to 128 KiB, a new stack and a copy each time.
+var fillBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10+unix.CmsgSpace(4*64)); return &b }}
+
 // fill reads more bytes (and any descriptors) from the socket.
 func (c *conn) fill() error {
-	b := make([]byte, 64<<10)
-	oob := make([]byte, unix.CmsgSpace(4*64))
+	pb := fillBufs.Get().(*[]byte)
+	defer fillBufs.Put(pb)
+	b, oob := (*pb)[:64<<10], (*pb)[64<<10:]
 	n, oobn, _, _, err := c.c.ReadMsgUnix(b, oob)
 	n, oobn = max(n, 0), max(oobn, 0)
 	if oobn > 0 {

@@ -4,7 +4,9 @@ import (
 	"encoding/binary"
 	"net"
 	"os"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -93,5 +95,39 @@ func TestWireBoundsFrame(t *testing.T) {
 	}
 	if err := c.writeFrame(request{Op: "exec", Argv: []string{strings.Repeat("x", maxFrame)}}); err == nil {
 		t.Fatal("an oversized frame was sent")
+	}
+}
+
+// TestFrameReadsKeepStacksSmall: reading a frame does not grow the reading
+// goroutine's stack past 64 KiB. fill's 64 KiB read buffer was a local
+// array, so every goroutine that read a frame (the init's three a command,
+// sbx's handler for each call) grew its stack to 128 KiB first, a copy of
+// the stack each time; the buffer is pooled now.
+func TestFrameReadsKeepStacksSmall(t *testing.T) {
+	const n = 32
+	var ready, hold sync.WaitGroup
+	ready.Add(n)
+	hold.Add(1)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range n {
+		c, peer := connPair(t)
+		go func() {
+			var r reply
+			if err := newConn(peer).writeFrame(reply{Done: true, ExitCode: 3}); err != nil {
+				t.Error(err)
+			} else if _, err := c.readFrame(&r); err != nil || r.ExitCode != 3 {
+				t.Errorf("read frame: %+v %v", r, err)
+			}
+			ready.Done()
+			hold.Wait() // alive, with its stack, until measured
+		}()
+	}
+	ready.Wait()
+	runtime.ReadMemStats(&after)
+	hold.Done()
+	if grew := int64(after.StackInuse) - int64(before.StackInuse); grew > n*64<<10 {
+		t.Fatalf("%d goroutines that read a frame hold %d KiB more of stack, %d KiB each: over 64 KiB each", n, grew>>10, grew/n>>10)
 	}
 }
