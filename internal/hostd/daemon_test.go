@@ -408,7 +408,12 @@ func TestDaemonQueueOverflowScansInFull(t *testing.T) {
 		t.Fatalf("fs.inotify.max_queued_events is %q: want a queue this test can overflow (at most 65536)", raw)
 	}
 	syscall.Kill(pid, syscall.SIGSTOP)
-	n := queue/2 + 100 // each file: a create and a close-write at least
+	// Each file makes a create and a close-write at least: a queue's worth
+	// of files overflows it twice over, also when the daemon's reader took
+	// a buffer of events before the stop reached it (SIGSTOP lands when
+	// the process next runs: on a loaded machine half the queue and a
+	// hundred files were once not enough).
+	n := queue + 100
 	for i := range n {
 		os.WriteFile(filepath.Join(w.code, fmt.Sprintf("burst%06d", i)), []byte("x"), 0o644)
 	}
