@@ -153,6 +153,19 @@ func (n *inotify) fail(why string) {
 	n.mu.Unlock()
 }
 
+// drainBufs are the queue's read buffers for take and pending. As a local
+// array a 64 KiB buffer lives on the stack: the goroutine of each round
+// trip (in sbx-mcp, a new one for each MCP call) grew its stack to 128 KiB
+// to read an empty queue, a new stack and a copy each time.
+var drainBufs = gosync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
+
+// drainPooled is drainLocked with a pooled buffer.
+func (n *inotify) drainPooled() error {
+	b := drainBufs.Get().(*[]byte)
+	defer drainBufs.Put(b)
+	return n.drainLocked(*b)
+}
+
 // drainLocked reads every queued event. Events are queued by the system
 // call that caused them, before it returns: once the queue reads empty,
 // every change made before the call is in touched.
@@ -252,7 +265,7 @@ func (n *inotify) take() (map[string]bool, string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if !n.dead {
-		if err := n.drainLocked(make([]byte, 64<<10)); err != nil {
+		if err := n.drainPooled(); err != nil {
 			n.breakLocked(err.Error())
 		}
 	}
@@ -279,7 +292,7 @@ func (n *inotify) pending() (map[string]bool, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if !n.dead {
-		if err := n.drainLocked(make([]byte, 64<<10)); err != nil {
+		if err := n.drainPooled(); err != nil {
 			n.breakLocked(err.Error())
 		}
 	}
