@@ -408,11 +408,13 @@ func TestDaemonQueueOverflowScansInFull(t *testing.T) {
 		t.Fatalf("fs.inotify.max_queued_events is %q: want a queue this test can overflow (at most 65536)", raw)
 	}
 	syscall.Kill(pid, syscall.SIGSTOP)
+	if !testenv.WaitFor(30*time.Second, func() bool { return allStopped(pid) }) {
+		t.Fatalf("the daemon (pid %d) did not stop", pid)
+	}
 	// Each file makes a create and a close-write at least: a queue's worth
-	// of files overflows it twice over, also when the daemon's reader took
-	// a buffer of events before the stop reached it (SIGSTOP lands when
-	// the process next runs: on a loaded machine half the queue and a
-	// hundred files were once not enough).
+	// of files overflows it twice over (half of one and a hundred were once
+	// not enough on a loaded machine, the stop not yet landed: now waited
+	// for above).
 	n := queue + 100
 	for i := range n {
 		os.WriteFile(filepath.Join(w.code, fmt.Sprintf("burst%06d", i)), []byte("x"), 0o644)
@@ -557,4 +559,25 @@ func TestDaemonRefusesBadRequests(t *testing.T) {
 		t.Fatal("a refused request ran its command")
 	}
 	w.exec(t, false, "true")
+}
+
+// allStopped reports whether every thread of pid is stopped (state T in
+// /proc/PID/task/*/stat): a SIGSTOP has landed.
+func allStopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			return false
+		}
+		// The state follows the command, which is in parentheses.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+			return false
+		}
+	}
+	return true
 }
