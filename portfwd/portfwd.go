@@ -157,6 +157,9 @@ func Forward(ctx context.Context, d Dialer, stateDir string, spec Spec, ready fu
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	slots := make(chan struct{}, MaxConns)
+	var refused int
+	var lastNote time.Time
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -168,11 +171,34 @@ func Forward(ctx context.Context, d Dialer, stateDir string, spec Spec, ready fu
 			if ctx.Err() != nil {
 				return nil
 			}
+			if isTemporary(err) {
+				// Out of descriptors (EMFILE, ENFILE): the forward
+				// waits for some to be freed instead of ending.
+				select {
+				case <-time.After(100 * time.Millisecond):
+				case <-ctx.Done():
+				}
+				continue
+			}
 			return err
+		}
+		select {
+		case slots <- struct{}{}:
+		default:
+			// Past the bound: closed at once, so no number of host
+			// clients can take the host process's descriptors.
+			c.Close()
+			refused++
+			if logf != nil && time.Since(lastNote) > time.Minute {
+				logf("%d connections refused: at most %d at once per forward (portfwd.MaxConns)", refused, MaxConns)
+				lastNote, refused = time.Now(), 0
+			}
+			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() { <-slots }()
 			defer c.Close()
 			sc, err := d.DialPort(ctx, spec.SandboxPort)
 			if err != nil {
@@ -209,6 +235,17 @@ func Forward(ctx context.Context, d Dialer, stateDir string, spec Spec, ready fu
 			}
 		}()
 	}
+}
+
+// MaxConns bounds the connections one forward holds at once: each holds
+// two sockets of the host process (sbx port's, or sbx-mcp's for the port
+// tool), and anyone who can connect to the host's loopback can open them;
+// one past it is closed at once.
+var MaxConns = 256
+
+// isTemporary reports an Accept error that passes (out of descriptors).
+func isTemporary(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM)
 }
 
 // HalfCloseLinger is how long one side of a forwarded connection may stay
