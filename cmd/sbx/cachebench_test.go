@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -101,6 +102,11 @@ func BenchmarkSecondSessionGoTest(b *testing.B) {
 				env = s.env
 				s.runs = append(s.runs, run(b, s.argv...))
 			}
+			var line []string
+			for _, s := range sides {
+				line = append(line, fmt.Sprintf("%s %.1f ms", s.name, ms(s.runs[i])))
+			}
+			b.Logf("iteration %d: %s", i, strings.Join(line, ", "))
 		}
 		env = sbxEnv
 		host := sides[0]
