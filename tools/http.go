@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -114,6 +115,7 @@ func NewHTTPHandler(server *mcp.Server, o HTTPOptions) (http.Handler, error) {
 		return &auth.TokenInfo{UserID: scope}, nil
 	}
 	authed := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(streamable)
+	refusals := &refusalLog{}
 	mux := http.NewServeMux()
 	// A refused request ends its connection (refuse): kept alive, it let
 	// a client without the token hold sbx-mcp's sockets without end (the
@@ -124,12 +126,12 @@ func NewHTTPHandler(server *mcp.Server, o HTTPOptions) (http.Handler, error) {
 	}))
 	mux.Handle(HTTPPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if msg := checkHost(r, loopback, port); msg != "" {
-			o.Log.Warn("http request refused", "reason", msg, "remote", r.RemoteAddr)
+			refusals.log(o.Log, msg, r.RemoteAddr)
 			refuse(w, http.StatusForbidden, "sbx-mcp: refused: "+msg)
 			return
 		}
 		if msg := checkOrigin(r, loopback); msg != "" {
-			o.Log.Warn("http request refused", "reason", msg, "remote", r.RemoteAddr)
+			refusals.log(o.Log, msg, r.RemoteAddr)
 			refuse(w, http.StatusForbidden, "sbx-mcp: refused: "+msg)
 			return
 		}
@@ -140,7 +142,7 @@ func NewHTTPHandler(server *mcp.Server, o HTTPOptions) (http.Handler, error) {
 			return
 		}
 		if subtle.ConstantTimeCompare([]byte(fields[1]), want) != 1 {
-			o.Log.Warn("http request refused", "reason", "wrong bearer token", "remote", r.RemoteAddr)
+			refusals.log(o.Log, "wrong bearer token", r.RemoteAddr)
 			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
 			refuse(w, http.StatusUnauthorized, "sbx-mcp: wrong bearer token")
 			return
@@ -151,6 +153,29 @@ func NewHTTPHandler(server *mcp.Server, o HTTPOptions) (http.Handler, error) {
 		authed.ServeHTTP(w, r)
 	}))
 	return mux, nil
+}
+
+// RefusalLogEvery bounds the log of refused requests: one line, then at
+// most one more each RefusalLogEvery, counting those not logged (anyone who
+// can reach the port can send refused requests as fast as it likes, and the
+// log is the MCP client's file).
+const RefusalLogEvery = time.Minute
+
+type refusalLog struct {
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+func (l *refusalLog) log(log *slog.Logger, reason, remote string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.last.IsZero() && time.Since(l.last) < RefusalLogEvery {
+		l.suppressed++
+		return
+	}
+	log.Warn("http request refused", "reason", reason, "remote", remote, "not_logged_since_last", l.suppressed)
+	l.last, l.suppressed = time.Now(), 0
 }
 
 // refuse answers a request that does not reach the MCP handler and closes

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sbx-sh/sbx/internal/testenv"
 )
 
 // TestHTTPRefusedConnectionsClosed: a local user without the token (or a
@@ -69,4 +71,40 @@ func TestHTTPRefusedConnectionsClosed(t *testing.T) {
 		})
 	}
 	t.Cleanup(func() { s.connect(t).bash("true") })
+}
+
+// TestHTTPRefusalLogBounded: every refused request (a wrong token, a
+// foreign Host or Origin) was a line in sbx-mcp's log, which is the MCP
+// client's log file: anyone who can reach the port could grow it as fast
+// as it could send. One line, then at most one a minute, with the count.
+func TestHTTPRefusalLogBounded(t *testing.T) {
+	e := newEnv(t)
+	s := e.http(testToken)
+	for i := 0; i < 300; i++ {
+		req, _ := http.NewRequest("POST", s.url, strings.NewReader(`{}`))
+		req.Header.Set("Authorization", "Bearer wrong-token-0123456789")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("status %d, want 401", resp.StatusCode)
+		}
+	}
+	// The server logs each before it answers; the lines cross a pipe to
+	// the test: wait for the first, and for the last answered to be
+	// written too (the log's own line for a later event).
+	count := func() int { return strings.Count(s.stderr.String(), "http request refused") }
+	if !testenv.WaitFor(10*time.Second, func() bool { return count() >= 1 }) {
+		t.Fatalf("no log line for 300 refused requests:\n%.2000s", s.stderr.String())
+	}
+	s.connect(t).bash("true") // logged after every refusal's line
+	if !testenv.WaitFor(10*time.Second, func() bool { return strings.Contains(s.stderr.String(), "session opened") }) {
+		t.Fatalf("no session line:\n%.2000s", s.stderr.String())
+	}
+	if n := count(); n < 1 || n > 2 {
+		t.Fatalf("%d log lines for 300 refused requests, want 1 (or 2 across a minute):\n%.2000s", n, s.stderr.String())
+	}
 }
