@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -129,12 +130,46 @@ func Plan(c Config, stateDir string, uid, gid int) ([]sandbox.Mount, []string, e
 			if proxy == "" {
 				proxy = "https://proxy.golang.org,direct"
 			}
-			env = append(env, "GOPROXY=file://"+HostGoModTarget+","+proxy)
+			env = append(env, "GOPROXY=file://"+HostGoModTarget+","+withoutCredentials(proxy))
 		default:
 			return nil, nil, fmt.Errorf("host_caches: unknown host cache %q", h)
 		}
 	}
 	return mounts, env, nil
+}
+
+// withoutCredentials is a GOPROXY list (entries separated by "," or "|")
+// with the userinfo of each URL taken out: a private proxy written as
+// https://user:token@host/ must not put the token into the sandbox's
+// environment (which holds no host secret). An entry with an "@" that does
+// not parse as a URL is left out whole.
+func withoutCredentials(list string) string {
+	var b strings.Builder
+	start := 0
+	for i := 0; i <= len(list); i++ {
+		if i < len(list) && list[i] != ',' && list[i] != '|' {
+			continue
+		}
+		entry := list[start:i]
+		if strings.Contains(entry, "@") {
+			u, err := url.Parse(entry)
+			switch {
+			case err != nil || u.Host == "":
+				entry = ""
+			default:
+				u.User = nil
+				entry = u.String()
+			}
+		}
+		if entry != "" {
+			if b.Len() > 0 {
+				b.WriteByte(list[start-1])
+			}
+			b.WriteString(entry)
+		}
+		start = i + 1
+	}
+	return b.String()
 }
 
 func isDir(p string) bool {

@@ -124,3 +124,22 @@ func TestPruneSymlinkAttack(t *testing.T) {
 		t.Fatalf("the symlink's target changed: %v %v", fi.Mode(), err)
 	}
 }
+
+// TestWithoutCredentials: the host's GOPROXY as it enters the sandbox.
+func TestWithoutCredentials(t *testing.T) {
+	for _, tc := range []struct{ name, in, want string }{
+		{"the default", "https://proxy.golang.org,direct", "https://proxy.golang.org,direct"},
+		{"off", "off", "off"},
+		{"a user and a token", "https://alice:s3cret@proxy.corp.example/go,direct", "https://proxy.corp.example/go,direct"},
+		{"a user only, after a pipe", "https://a.example|https://bob@b.example/x", "https://a.example|https://b.example/x"},
+		{"an escaped @ in the token", "https://u:p%40ss@h.example", "https://h.example"},
+		{"an entry with @ that is no URL", "not a url@x,direct", "direct"},
+		{"the first entry left out", "u@,https://c.example", "https://c.example"},
+		{"an IPv6 proxy", "http://u:p@[::1]:3000/,off", "http://[::1]:3000/,off"},
+		{"a file proxy", "file:///srv/mods,direct", "file:///srv/mods,direct"},
+	} {
+		if got := withoutCredentials(tc.in); got != tc.want {
+			t.Errorf("%s: %q -> %q, want %q", tc.name, tc.in, got, tc.want)
+		}
+	}
+}

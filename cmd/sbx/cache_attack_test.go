@@ -172,3 +172,28 @@ func TestSessionCacheRemovedWithReadOnlyDirs(t *testing.T) {
 		t.Fatalf("the released session's cache is left on the host: %v", left)
 	}
 }
+
+// TestHostGoProxyCredentialsStayOut: host_caches = ["go-mod"] puts the
+// host's GOPROXY after the file proxy in the sandbox's GOPROXY. A private
+// proxy is often written with its credentials in the URL
+// (https://user:token@proxy/): that token went into every sandbox's
+// environment, which sbx otherwise keeps free of the host's secrets (the
+// sandbox can write it into the tree, or send it to a listed host). The
+// URL goes in without them.
+func TestHostGoProxyCredentialsStayOut(t *testing.T) {
+	w := newWorld(t)
+	modCache := tempDir(t)
+	os.MkdirAll(filepath.Join(modCache, "cache", "download"), 0o755)
+	env := []string{"GOMODCACHE=" + modCache, "SBX_HOST_CACHES=go-mod", "SBX_CACHE=none", "GOFLAGS=",
+		"GOPROXY=https://alice:s3cret-t0ken@proxy.corp.example/go|https://bob@mirror.example,direct"}
+	r := w.sbxEnv(t, w.code, env, "exec", "--", `echo "$GOPROXY"; cat /proc/self/environ | tr '\0' '\n' | grep -c -e s3cret -e bob@ || true`)
+	if r.code != 0 {
+		t.Fatalf("exec: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if strings.Contains(r.stdout, "s3cret") || strings.Contains(r.stdout, "bob@") || !strings.HasSuffix(strings.TrimSpace(r.stdout), "\n0") {
+		t.Fatalf("the host's GOPROXY credentials reached the sandbox:\n%s", r.stdout)
+	}
+	if want := "file:///var/cache/sbx/host-go-mod,https://proxy.corp.example/go|https://mirror.example,direct"; !strings.Contains(r.stdout, want) {
+		t.Fatalf("GOPROXY in the sandbox:\n%s\nwant %s", r.stdout, want)
+	}
+}
