@@ -189,7 +189,12 @@ func NewHelper(req HelperRequest) (*Helper, error) {
 			hd.watch.Invalidate("the host reset the sandbox side")
 		}
 		if req.FullScan {
-			hd.watch.Invalidate("the host asked for a full scan")
+			// The last round before a release (the last pull-back, or
+			// the command's round standing for it): scanned in full
+			// before and after the command, with no watch armed for a
+			// next round that will not come.
+			hd.watch.Close()
+			hd.watch = nil
 		}
 		h.dirs = append(h.dirs, hd)
 	}
@@ -644,12 +649,6 @@ func sameIgnoringHash(a, b Entry) bool {
 func (h *Helper) Collect(pull io.Writer) HelperReply {
 	for _, hd := range h.dirs {
 		sc := &Scanner{Exclude: hd.ex}
-		if h.req.FullScan {
-			// After the command too: a placed round's scan before it
-			// took the first asking (the command's round can be the
-			// last pull-back's, session/release.go).
-			hd.watch.Invalidate("the host asked for a full scan")
-		}
 		if hd.watch != nil && hd.watch.n != nil && len(hd.undone) > 0 {
 			hd.watch.n.touch(hd.undone) // rolled back: to be seen again
 		}
