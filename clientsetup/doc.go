@@ -10,5 +10,6 @@
 // closed: a check that fails is reported with what to do, as an error; it
 // never writes a project's file through a symbolic link below the project
 // (a cloned repository may plant one), and writes a user-level link where it
-// leads (place).
+// leads (place); it runs a client's command only from an absolute PATH
+// entry, never a program of the project's found through a relative one.
 package clientsetup

@@ -138,8 +138,12 @@ func (o Options) lookPath(name string) (string, error) {
 		}
 	}
 	for _, d := range filepath.SplitList(path) {
-		if d == "" {
-			d = "."
+		// A relative entry ("", ".", "bin", "node_modules/.bin") names a
+		// directory of the project sbx setup runs in: a program there is
+		// the repository's, never run on its word (as os/exec refuses
+		// what LookPath finds through ".").
+		if !filepath.IsAbs(d) {
+			continue
 		}
 		p := filepath.Join(d, name)
 		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {

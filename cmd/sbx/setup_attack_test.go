@@ -242,3 +242,26 @@ func TestSetupCursorDistrustsProjectServer(t *testing.T) {
 		})
 	}
 }
+
+// TestSetupRunsNoProjectProgram: sbx setup runs the client's own command
+// (claude mcp add, claude mcp list) in the project's directory. Found
+// through a relative PATH entry (".", "bin", "node_modules/.bin", which
+// some users put on PATH), that was the repository's program named claude,
+// run on the host. Relative entries are not searched.
+func TestSetupRunsNoProjectProgram(t *testing.T) {
+	w := newWorld(t)
+	abs := setupPath(t) // PATH=<dir with sbx-mcp>:/usr/bin:/bin
+	marker := filepath.Join(w.home, "pwned")
+	for _, dir := range []string{"bin", "node_modules/.bin", "."} {
+		os.MkdirAll(filepath.Join(w.code, dir), 0o755)
+		os.WriteFile(filepath.Join(w.code, dir, "claude"), []byte("#!/bin/sh\necho ran > "+marker+"\n"), 0o755)
+	}
+	w.env[0] = "PATH=bin:node_modules/.bin:.::" + strings.TrimPrefix(abs, "PATH=")
+	r := w.sbx(t, w.code, "setup", "claude-code")
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatalf("sbx setup ran the project's own claude (exit %d)\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r.code == 0 || !strings.Contains(r.stderr, "claude is not on PATH") {
+		t.Fatalf("sbx setup claude-code with claude only in the project: exit %d, want 'claude is not on PATH'\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
