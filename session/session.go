@@ -149,6 +149,9 @@ type Session struct {
 	// placeable: the sandbox was just claimed and no round trip has run
 	// in it yet (placeFirstPush, place.go); run.
 	placeable bool
+	// first is the first round trip's host half, begun beside the claim
+	// (firstround.go); run.
+	first *firstRound
 	// stopVerify ends the verification of a watching session (Params.Watch).
 	stopVerify     chan struct{}
 	stopVerifyOnce sync.Once
@@ -364,6 +367,7 @@ func (s *Session) claim(ctx context.Context) error {
 			return fmt.Errorf("wait for the lost sandbox's cleanup: %w", ctx.Err())
 		}
 	}
+	s.discardFirstRound()
 	os.RemoveAll(filepath.Join(s.dir, "work"))
 	for i, d := range s.params.CodeDirs {
 		fi, err := os.Stat(d)
@@ -380,9 +384,17 @@ func (s *Session) claim(ctx context.Context) error {
 		return err
 	}
 	s.sync.Reset()
+	if s.fold.asked && s.fold.round == 0 && len(s.jobs) == 0 {
+		// The round that stands for the final pull (foldBegin) is this
+		// first one, begun below: its full scan is asked for before.
+		s.sync.FullScanNext()
+		s.fold.round = s.sync.Rounds() + 1
+	}
+	s.startFirstRound(ctx)
 	start := time.Now()
 	sb, err := s.m.prov.Claim(ctx, s.spec())
 	if err != nil {
+		s.discardFirstRound()
 		os.RemoveAll(filepath.Join(s.dir, "work"))
 		return fmt.Errorf("claim %s sandbox: %w", s.m.prov.Name(), err)
 	}
@@ -560,8 +572,18 @@ func (s *Session) syncOnly(ctx context.Context, sb sandbox.Sandbox) (sbxsync.Rep
 // lock file held, without mu.
 func (s *Session) roundTrip(ctx context.Context, sb sandbox.Sandbox, cmd *sandbox.Cmd) (sandbox.Result, sbxsync.Report, error) {
 	begun := time.Now()
-	s.refreshHooks(ctx)
-	round, rep, err := s.sync.Begin()
+	var (
+		round *sbxsync.Round
+		rep   sbxsync.Report
+		err   error
+	)
+	if f := s.takeFirstRound(); f != nil {
+		round, rep, err = f.round, f.rep, f.err
+		s.m.log.Debug("first round's host half, beside the claim", "session", s.name, "took", f.took, "waited", time.Since(begun))
+	} else {
+		s.refreshHooks(ctx)
+		round, rep, err = s.sync.Begin()
+	}
 	if err != nil {
 		s.placeable = false
 		return sandbox.Result{}, rep, fmt.Errorf("%w: %v", ErrSync, err)
@@ -820,6 +842,7 @@ exec "$4" -c "trap 'pwd -P 2>/dev/null >&3' EXIT; $1" "${4##*/}"
 // dropSandbox forgets a sandbox that is gone; the next command claims a new
 // one. Called with run and mu held (it resets gitcfg and the sync, run's).
 func (s *Session) dropSandbox(why string) {
+	s.discardFirstRound()
 	s.note(fmt.Sprintf("session %s: %s", s.name, why))
 	if s.sb != nil {
 		// Clean up what it left, off the caller's path; the next claim
