@@ -386,9 +386,16 @@ func (s *server) startWorker() (*worker, error) {
 
 // watch replaces w if it dies while idle, so that the next command finds a
 // worker ready.
+//
+// Only an idle worker's socket is closed here. A worker that a command was
+// handed to is its command's: the command reads the worker's end of it,
+// which tells a worker that died before reading the command (the kernel
+// resets a socket closed with a frame unread, ECONNRESET: the command may
+// go to another worker) from one that died running it (EOF); closing it
+// here, as the worker died, made both a closed connection and failed a
+// command that had never started.
 func (s *server) watch(w *worker) {
 	<-w.dead
-	w.c.Close()
 	s.mu.Lock()
 	i := slices.Index(s.idle, w)
 	if i >= 0 {
@@ -399,6 +406,9 @@ func (s *server) watch(w *worker) {
 		s.starting = true
 	}
 	s.mu.Unlock()
+	if i >= 0 {
+		w.c.Close()
+	}
 	if spare {
 		s.startSpare()
 	}
@@ -415,7 +425,8 @@ func (s *server) getWorker() (*worker, error) {
 		n := len(s.idle)
 		w, s.idle = s.idle[n-1], s.idle[:n-1]
 		if !w.alive() {
-			w = nil // its watch has closed it
+			w.c.Close() // died after its last command, once put back
+			w = nil
 		}
 	}
 	s.trimmed = false
