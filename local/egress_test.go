@@ -4,6 +4,8 @@ package local
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -192,3 +194,73 @@ grep -c '^HTTP/1.1 403' <&3`
 		t.Fatalf("audit.jsonl is %d bytes after 3001 refusals (bound %d), marker present: %v", fi.Size(), bound, strings.Contains(string(raw), "not logged"))
 	}
 }
+
+// TestEgressAuditCannotBeForged: every name the sandbox sends the proxy
+// goes into the session's audit.jsonl. Targets with quotes, backslashes,
+// braces, a %-escaped newline, U+2028 and bytes that are not UTF-8, sent
+// raw by a command, each stay inside their own line's JSON string: every
+// line parses, none says a refused name was allowed, and no line has a
+// "where" or "allowed" the sandbox wrote.
+func TestEgressAuditCannotBeForged(t *testing.T) {
+	name := "egressforge-" + strconv.Itoa(os.Getpid())
+	state := shortTempDir(t)
+	work := filepath.Join(state, "work")
+	os.MkdirAll(work, 0o755)
+	p := &Provider{Version: "test", Egress: &Egress{Allow: []string{"192.0.2.1"}}}
+	sb, err := p.Claim(context.Background(), sandbox.Spec{Name: name, StateDir: state, Mounts: []sandbox.Mount{{Source: work, Target: "/srv/code"}}})
+	if err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	defer sb.Release(context.Background())
+	forged := `{"where":"forged","egress":{"allowed":true}}`
+	targets := []string{
+		`a"},"where":"forged","egress":{"allowed":true,"host":"x.example:443`,
+		`a\\"b.example:443`,
+		`evil.example%0A` + forged + `:443`,
+		"evil.example\xe2\x80\xa8" + forged + ":443",
+		"evil.example\x0b" + forged + ":443",
+	}
+	// These pass net/http's parser as an absolute-form URL's host (the
+	// ones above, and every CONNECT of these, it refuses with a 400 before
+	// the proxy judges them): each must be one line of its own.
+	reach := []string{
+		"evil\xff\xfe.example:443",
+		"evil\xe2\x80\xa8x.example:443", // U+2028, a line separator to JavaScript
+		"evil\xc2\x85x.example:443",     // U+0085, NEL
+	}
+	targets = append(targets, reach...)
+	var script strings.Builder
+	for _, tg := range targets {
+		// One connection per request; printf %s keeps the bytes as they are.
+		// A proxy that refuses the request's framing closes early: a
+		// write into it may fail (SIGPIPE), which is no failure here.
+		fmt.Fprintf(&script, "(exec 3<>/dev/tcp/127.0.0.1/3128 && printf 'CONNECT %%s HTTP/1.1\\r\\nHost: %%s\\r\\n\\r\\n' %s %s >&3 && timeout 5 head -c 200 <&3 >/dev/null) 2>/dev/null || true\n", shQuote(tg), shQuote(tg))
+		fmt.Fprintf(&script, "(exec 3<>/dev/tcp/127.0.0.1/3128 && printf 'GET http://%%s/ HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n' %s >&3 && timeout 5 head -c 200 <&3 >/dev/null) 2>/dev/null || true\n", shQuote(tg))
+	}
+	if out, res := run(t, sb, "bash -c "+shQuote(script.String())); res.ExitCode != 0 {
+		t.Fatalf("the requests: exit %d\n%s", res.ExitCode, out)
+	}
+	raw, _ := os.ReadFile(filepath.Join(state, "audit.jsonl"))
+	lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
+	if len(lines) != len(reach) {
+		t.Fatalf("%d audit lines, want one for each of the %d requests that reach the proxy's judgement:\n%s", len(lines), len(reach), raw)
+	}
+	for _, l := range lines {
+		var d struct {
+			Where  string `json:"where"`
+			Egress struct {
+				Allowed bool   `json:"allowed"`
+				Host    string `json:"host"`
+			} `json:"egress"`
+		}
+		if err := json.Unmarshal([]byte(l), &d); err != nil {
+			t.Fatalf("an audit line is not one JSON object (%v): %q", err, l)
+		}
+		if d.Where != "egress" || d.Egress.Allowed {
+			t.Fatalf("a forged or allowed decision: %q", l)
+		}
+	}
+}
+
+// shQuote quotes s for sh, single quotes inside closed and escaped.
+func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
