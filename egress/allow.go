@@ -19,6 +19,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Rule is one allow_net entry: a host name, a glob "*.example.com" (any
@@ -164,6 +165,10 @@ func CanonicalName(h string) (string, error) {
 			case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-', c == '_':
 			case c == '*':
 				return "", fmt.Errorf("%q: '*' is only allowed as a leading \"*.\" (\"*.example.com\")", h)
+			case c >= utf8.RuneSelf:
+				// Say the character, not its first byte read as Latin-1.
+				r, _ := utf8.DecodeRuneInString(label[i:])
+				return "", fmt.Errorf("%q has the character %q, not allowed in a host name (a name in another script is written in its xn-- form, as DNS knows it)", h, r)
 			default:
 				return "", fmt.Errorf("%q has the character %q, not allowed in a host name", h, rune(c))
 			}

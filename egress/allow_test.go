@@ -36,6 +36,7 @@ func TestParseRule(t *testing.T) {
 		{in: "*.com", err: "top-level domain"},
 		{in: "*", err: "'*' is only allowed"},
 		{in: "exa mple.com", err: "not allowed in a host name"},
+		{in: "bücher.example", err: "the character 'ü', not allowed in a host name (a name in another script is written in its xn-- form"},
 		{in: "a..b", err: "empty label"},
 		{in: "-a.com", err: "starts or ends"},
 		{in: "::1", err: "brackets"},
