@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -57,48 +58,31 @@ type hostIDs struct {
 	Source string
 	// lock holds the slot while the init lives (root only).
 	lock *os.File
-	slot int
 }
 
-// slotFile, beside a state root (<root>.id-slot, outside the root, whose
-// entries are sessions), names the id slot the root's last sandbox had
-// (root only): a hint, never trusted for more than which free slot to try
-// first.
-func slotFile(root string) string { return filepath.Clean(root) + ".id-slot" }
-
-// preferredSlot reads root's hint; -1 when there is none.
-func preferredSlot(root string) int {
-	b, err := os.ReadFile(slotFile(root))
-	if err != nil || len(b) > 16 {
+// homeSlot is root's slot of choice: a hash of its path into the upper
+// half of the range (the lowest slots are what sandboxes of other roots
+// take when theirs is busy), or -1 for a range of one id.
+func homeSlot(root string, count int) int {
+	if count < 2 {
 		return -1
 	}
-	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || n < 0 {
-		return -1
-	}
-	return n
-}
-
-// keepSlot records ids' slot as root's hint when it changed.
-func keepSlot(root string, ids hostIDs) {
-	if ids.lock == nil || preferredSlot(root) == ids.slot {
-		return
-	}
-	p := slotFile(root)
-	tmp := p + ".tmp"
-	if os.WriteFile(tmp, []byte(strconv.Itoa(ids.slot)+"\n"), 0o600) == nil {
-		os.Rename(tmp, p)
-	}
+	low := min(count/2, 4096)
+	h := fnv.New64a()
+	h.Write([]byte(filepath.Clean(root)))
+	return low + int(h.Sum64()%uint64(count-low))
 }
 
 // idRange is a run of host ids [Start, Start+Count).
 type idRange struct{ Start, Count int }
 
-// allocHostIDs picks the host ids for a new sandbox: slot prefer when it
-// is free (the one this state root's last sandbox had: the package caches
-// are kept per host uid, cache/, so a new session on another slot found
-// them cold), else the lowest free one.
-func allocHostIDs(prefer int) (hostIDs, error) {
+// allocHostIDs picks the host ids for a new sandbox of the state root
+// root: the root's home slot when it is free, else the lowest free one.
+// The package caches are kept per host uid (cache/), so a new session on
+// another slot than the last found them cold; and the lowest free slot is
+// the one every other sandbox takes first, so a root's last slot was often
+// taken by the time of its next session.
+func allocHostIDs(root string) (hostIDs, error) {
 	if os.Geteuid() != 0 {
 		return hostIDs{UID: os.Geteuid(), GID: os.Getegid(), Source: "the user running sbx"}, nil
 	}
@@ -114,8 +98,10 @@ func allocHostIDs(prefer int) (hostIDs, error) {
 	if err := checkRootOnly(idLockDir); err != nil {
 		return hostIDs{}, err
 	}
-	// The lowest free slot: the lock files are then as many as the most
-	// sandboxes ever running at once, not one per id of the range.
+	// The root's home slot, then the lowest free one: the lock files are
+	// then as many as the state roots used plus the most sandboxes ever
+	// running at once, not one per id of the range.
+	prefer := homeSlot(root, count)
 	order := func(yield func(int) bool) {
 		if prefer >= 0 && prefer < count && !yield(prefer) {
 			return
@@ -139,7 +125,7 @@ func allocHostIDs(prefer int) (hostIDs, error) {
 			return hostIDs{}, fmt.Errorf("lock id slot %d in %s: %w", slot, idLockDir, err)
 		}
 		return hostIDs{
-			UID: uids.Start + slot, GID: gids.Start + slot, lock: f, slot: slot,
+			UID: uids.Start + slot, GID: gids.Start + slot, lock: f,
 			Source: fmt.Sprintf("slot %d of %s (uids %d-%d, gids %d-%d)", slot, joinSources(usrc, gsrc),
 				uids.Start, uids.Start+count-1, gids.Start, gids.Start+count-1),
 		}, nil

@@ -129,11 +129,10 @@ func (p *Provider) Claim(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	if net == "" {
 		net = sandbox.NetworkNone
 	}
-	ids, err := allocHostIDs(preferredSlot(filepath.Dir(spec.StateDir)))
+	ids, err := allocHostIDs(filepath.Dir(spec.StateDir))
 	if err != nil {
 		return nil, fmt.Errorf("choose the sandbox's host uid: %w", err)
 	}
-	keepSlot(filepath.Dir(spec.StateDir), ids)
 	if ids.lock != nil {
 		// The init inherits the slot's lock; this copy is not needed once
 		// it runs.

@@ -231,10 +231,10 @@ func hostUID(t *testing.T, w *world) int {
 
 // TestNewSessionKeepsItsHostUID: as root each sandbox runs as a host uid of
 // its own, and the package caches are kept per host uid; a new session of
-// the same state root takes the uid its last sandbox had when it is free,
-// not the lowest free one, or it found its caches cold whenever another
-// sandbox had come and gone in between (25 s instead of 0.3 s for a cached
-// go test ./... on a busy host).
+// the same state root takes its root's home slot when it is free, not the
+// lowest free one, or it found its caches cold whenever another sandbox
+// had come and gone in between (25 s instead of 0.3 s for a cached go test
+// ./... on a busy host).
 func TestNewSessionKeepsItsHostUID(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("this test is about the host uids sbx picks as root: run it as root")
