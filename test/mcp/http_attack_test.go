@@ -108,3 +108,48 @@ func TestHTTPRefusalLogBounded(t *testing.T) {
 		t.Fatalf("%d log lines for 300 refused requests, want 1 (or 2 across a minute):\n%.2000s", n, s.stderr.String())
 	}
 }
+
+// TestHTTPHostSpellings: the DNS rebinding check against the spellings a
+// page's name can take when it resolves to 127.0.0.1 (a trailing dot, a
+// name under a wildcard DNS service, numeric forms browsers accept), all
+// refused; the loopback addresses themselves served.
+func TestHTTPHostSpellings(t *testing.T) {
+	e := newEnv(t)
+	s := e.http(testToken)
+	addr := strings.TrimPrefix(strings.TrimSuffix(s.url, "/mcp"), "http://")
+	_, port, _ := net.SplitHostPort(addr)
+	for _, tc := range []struct {
+		host string
+		ok   bool
+	}{
+		{"localhost.:" + port, false},
+		{"LOCALHOST:" + port, true},
+		{"127.0.0.1.nip.io:" + port, false},
+		{"127.1:" + port, false},
+		{"0x7f.0.0.1:" + port, false},
+		{"2130706433:" + port, false},
+		{"0177.0.0.1:" + port, false},
+		{"localhost", false}, // port 80, not this server's
+		{"evil.localhost:" + port, false},
+		{"[::1]:" + port, true},
+		{"127.0.0.1:" + port, true},
+	} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(c, "POST /mcp HTTP/1.1\r\nHost: "+tc.host+"\r\nAuthorization: Bearer "+testToken+"\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
+		c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			c.Close()
+			t.Fatalf("Host %q: %v", tc.host, err)
+		}
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		c.Close()
+		refused := resp.StatusCode == http.StatusForbidden && strings.Contains(string(b), "DNS rebinding")
+		if refused == tc.ok {
+			t.Errorf("Host %q: %d %q, want refused %v", tc.host, resp.StatusCode, b, !tc.ok)
+		}
+	}
+}
