@@ -313,7 +313,7 @@ func removeTree(roots *dirRoots, codeDir, p string, base Manifest, j *Journal) (
 		if _, err := j.keep(codeDir, p, dr, name, now, "deleted"); err != nil {
 			return nil, nil, err
 		}
-		if err := dr.Remove(name); err != nil && !notExist(err) {
+		if err := removeIn(dr, name); err != nil && !notExist(err) {
 			return nil, nil, fmt.Errorf("remove %s: %w", full, err)
 		}
 		return []string{full}, nil, nil
@@ -348,7 +348,7 @@ func removeTree(roots *dirRoots, codeDir, p string, base Manifest, j *Journal) (
 	}
 	roots.invalidate(p)
 	dr, name = roots.split(p)
-	if err := dr.Remove(name); err != nil && !notExist(err) {
+	if err := removeIn(dr, name); err != nil && !notExist(err) {
 		return removed, append(kept, full+"/"), nil
 	}
 	if _, err := j.keep(codeDir, p, dr, name, now, "deleted"); err != nil {

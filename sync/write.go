@@ -28,6 +28,71 @@ func writeItem(r *os.Root, it *Item, dst string, direct ...bool) (Entry, error) 
 	if dst == "" {
 		dst = it.Path
 	}
+	body := &countingReader{r: it.Body}
+	if it.Body != nil {
+		it.Body = body
+	}
+	e, err := writeItemOnce(r, it, dst, direct...)
+	if err == nil || !errors.Is(err, fs.ErrPermission) || body.n > 0 {
+		return e, err
+	}
+	// A directory made read-only (chmod 0555 in the sandbox; Go's module
+	// cache copied into the tree), whose mode came first: its owner may
+	// still create and remove in it once the owner's write bit is back, so
+	// the bit is added for this item and taken away after. Retried only
+	// when nothing of the item's body was read.
+	restore, ok := ownerWritable(r, path.Dir(dst))
+	if !ok {
+		return e, err
+	}
+	defer restore()
+	return writeItemOnce(r, it, dst, direct...)
+}
+
+// ownerWritable adds the owner's write bit to the directory dir under r
+// when it lacks it, and returns what takes it away again; ok is false when
+// there was nothing to add (or it could not be added): a refusal there has
+// another cause.
+func ownerWritable(r *os.Root, dir string) (restore func(), ok bool) {
+	fi, err := r.Lstat(dir)
+	if err != nil || !fi.IsDir() || fi.Mode().Perm()&0o200 != 0 {
+		return nil, false
+	}
+	if r.Chmod(dir, fi.Mode().Perm()|0o200) != nil {
+		return nil, false
+	}
+	return func() { r.Chmod(dir, fi.Mode().Perm()) }, true
+}
+
+// removeIn removes name from the directory dr is opened at; refused for
+// permission in a directory made read-only (see writeItem), it tries again
+// with the owner's write bit added for the removal.
+func removeIn(dr *os.Root, name string) error {
+	err := dr.Remove(name)
+	if err == nil || !errors.Is(err, fs.ErrPermission) {
+		return err
+	}
+	restore, ok := ownerWritable(dr, ".")
+	if !ok {
+		return err
+	}
+	defer restore()
+	return dr.Remove(name)
+}
+
+// countingReader counts what was read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.n += int64(n)
+	return n, err
+}
+
+func writeItemOnce(r *os.Root, it *Item, dst string, direct ...bool) (Entry, error) {
 	cur, err := r.Lstat(dst)
 	exists := err == nil
 	if err != nil && !notExist(err) {
