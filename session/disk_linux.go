@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 	gosync "sync"
 	"sync/atomic"
 
@@ -31,6 +32,16 @@ import (
 // by its path (the sandbox may swap a directory for a link meanwhile).
 func diskUsage(dir string, stop int64) (int64, error) {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	var restore func()
+	var st unix.Stat_t
+	if err == nil && unix.Fstat(fd, &st) == nil && int(st.Uid) == euid && st.Mode&0o500 != 0o500 {
+		// Readable, not searchable: its entries could not be stat'ed.
+		unix.Close(fd)
+		err = unix.EACCES
+	}
+	if errors.Is(err, unix.EACCES) {
+		fd, restore, err = openLocked(unix.AT_FDCWD, dir)
+	}
 	if errors.Is(err, unix.ENOENT) {
 		return 0, nil
 	}
@@ -39,7 +50,7 @@ func diskUsage(dir string, stop int64) (int64, error) {
 	}
 	w := &duWalk{stop: stop}
 	w.cond.L = &w.mu
-	w.push(&duDir{fd: fd, path: dir})
+	w.push(&duDir{fd: fd, path: dir, restore: restore})
 	n := duWorkers()
 	var wg gosync.WaitGroup
 	for range n {
@@ -60,6 +71,46 @@ func diskUsage(dir string, stop int64) (int64, error) {
 	return w.total.Load(), w.err
 }
 
+var euid = os.Geteuid()
+
+// openLocked opens the directory name under dirfd that this user owns but
+// may not list or search (chmod 000, 0311, 0644 in the sandbox, whose files
+// are this user's when sbx is not root): its owner's read and search bits
+// are added for the walk, and restore takes them away. Without them the
+// walk failed, and with it every later round trip of the session, whose
+// changes were lost at the release. The mode is changed through an O_PATH
+// descriptor of the directory itself (/proc/self/fd/N), opened without
+// following a link: the sandbox swapping the name for a link meanwhile
+// cannot lead the chmod to a host file. A directory of another user's is
+// refused (EACCES), as before: it cannot be measured.
+func openLocked(dirfd int, name string) (fd int, restore func(), err error) {
+	p, err := unix.Openat(dirfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, nil, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(p, &st); err != nil || int(st.Uid) != euid || st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Mode&0o500 == 0o500 {
+		unix.Close(p)
+		return -1, nil, unix.EACCES
+	}
+	proc := "/proc/self/fd/" + strconv.Itoa(p)
+	mode := st.Mode & 0o7777
+	if err := unix.Chmod(proc, mode|0o500); err != nil {
+		unix.Close(p)
+		return -1, nil, unix.EACCES
+	}
+	restore = func() {
+		unix.Chmod(proc, mode)
+		unix.Close(p)
+	}
+	fd, err = unix.Open(proc, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		restore()
+		return -1, nil, err
+	}
+	return fd, restore, nil
+}
+
 // duWorkers is how many directories the disk walk reads at once: a stat walk
 // is the kernel's CPU work on a warm cache, so about the cores, and a few
 // more for a cold one waiting on the disk.
@@ -75,6 +126,11 @@ type duDir struct {
 	name   string
 	path   string // of the root only; others are named from their parents on error
 	refs   atomic.Int32
+	// locked: a directory of this user's without its owner's read or
+	// search bit (see openLocked); restore puts its mode back once the last
+	// reference goes (its children are opened through it until then).
+	locked  bool
+	restore func()
 }
 
 // release drops one reference: the directory's walk, or a queued child's.
@@ -82,6 +138,10 @@ func (d *duDir) release() {
 	for ; d != nil; d = d.parent {
 		if d.refs.Add(-1) > 0 {
 			return
+		}
+		if d.restore != nil {
+			d.restore()
+			d.restore = nil
 		}
 		if d.fd >= 0 {
 			unix.Close(d.fd)
@@ -161,7 +221,13 @@ func (w *duWalk) dir(d *duDir, buf []byte) error {
 	defer d.release()
 	if d.fd < 0 {
 		cname := append([]byte(d.name), 0)
-		fd, err := dirent.Openat(d.parent.fd, &cname[0])
+		fd, err := -1, error(unix.EACCES)
+		if !d.locked {
+			fd, err = dirent.Openat(d.parent.fd, &cname[0])
+		}
+		if errors.Is(err, unix.EACCES) {
+			fd, d.restore, err = openLocked(d.parent.fd, d.name)
+		}
 		if errors.Is(err, unix.ENOENT) {
 			return nil // gone since its parent was listed
 		}
@@ -178,7 +244,7 @@ func (w *duWalk) dir(d *duDir, buf []byte) error {
 	}
 	var st unix.Statx_t
 	err := dirent.Each(d.fd, buf, func(name []byte, cname *byte, typ uint8) error {
-		if err := dirent.Statx(d.fd, cname, unix.STATX_TYPE|unix.STATX_SIZE|unix.STATX_BLOCKS, &st); err != nil {
+		if err := dirent.Statx(d.fd, cname, unix.STATX_TYPE|unix.STATX_MODE|unix.STATX_UID|unix.STATX_SIZE|unix.STATX_BLOCKS, &st); err != nil {
 			if err == unix.ENOENT {
 				return nil // gone since the listing
 			}
@@ -196,7 +262,7 @@ func (w *duWalk) dir(d *duDir, buf []byte) error {
 		}
 		if mode == unix.S_IFDIR {
 			d.refs.Add(1) // the child's, until it is opened
-			w.push(&duDir{fd: -1, parent: d, name: string(name)})
+			w.push(&duDir{fd: -1, parent: d, name: string(name), locked: st.Mode&0o500 != 0o500 && int(st.Uid) == euid})
 		}
 		return nil
 	})

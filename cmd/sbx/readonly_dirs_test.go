@@ -53,3 +53,41 @@ func TestReadOnlyDirsComeBack(t *testing.T) {
 		t.Fatalf("release: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestUnreadableDirDoesNotWedge: a command that leaves a directory its
+// owner may not read or search (chmod 000; 0311; 0644) in the workspace.
+// As an ordinary user the workspace's files are the user's, and the disk
+// limit's walk of it failed there ("measure the sandbox's workspace against
+// the disk limit: open ...: permission denied; nothing of this command was
+// brought back"), for that command and every later one, until the release
+// lost them all. The walk now opens such a directory of the user's with its
+// owner's bits added for the walk, and the limit still counts what it
+// holds.
+func TestUnreadableDirDoesNotWedge(t *testing.T) {
+	w := newWorld(t)
+	sbxAs := ordinaryUser(t, w)
+	env := []string{"SBX_CACHE=none"}
+	r := sbxAs(t, w.code, env, "exec", "--keep", "--session", "ur", "--", `mkdir a b c && echo y > a/g && echo y > b/g && echo y > c/g && chmod 000 a && chmod 0311 b && chmod 0644 c`)
+	if r.code != 0 {
+		t.Fatalf("a command leaving unreadable directories: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := sbxAs(t, w.code, env, "exec", "--session", "ur", "--", `echo next > next.txt`); r.code != 0 {
+		t.Fatalf("the next command: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(w.code, "next.txt")); string(b) != "next\n" {
+		t.Fatalf("the next command's change did not come back: %q", b)
+	}
+	// The modes are the sandbox's again after the walk.
+	if r := sbxAs(t, w.code, env, "exec", "--session", "ur", "--", `stat -c '%a %n' a b c`); r.code != 0 || r.stdout != "0 a\n311 b\n644 c\n" {
+		t.Fatalf("the directories' modes after the walks: exit %d %q\n%s", r.code, r.stdout, r.stderr)
+	}
+	// The limit counts what they hold: 3 MiB hidden under a locked
+	// directory is over a 2 MiB limit.
+	r = sbxAs(t, w.code, append(env, "SBX_DISK=2M"), "exec", "--session", "ur", "--", `chmod 700 a && head -c 3145728 /dev/zero > a/big && chmod 000 a`)
+	if r.code != 125 || !strings.Contains(r.stderr, "disk") {
+		t.Fatalf("3 MiB in a locked directory under a 2 MiB limit: exit %d, want the disk limit's refusal\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := sbxAs(t, w.code, env, "release", "--session", "ur"); r.code != 0 {
+		t.Fatalf("release: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
