@@ -181,10 +181,12 @@ func startEgress(ctx context.Context, plan *egressPlan, stateDir string, timeout
 	}
 	defer logFile.Close()
 	// The host's environment: an inject value may be a host variable.
-	env := append(os.Environ(), envStage+"=egress")
+	// Claim has already decided which binary (stageExe): no logger here.
+	exe, extra, exeEnv := stageCommand(nil, []*os.File{cfgR, readyW})
+	env := append(append(os.Environ(), envStage+"=egress"), exeEnv...)
 	cmd := &exec.Cmd{
-		Path: "/proc/self/exe", Args: []string{"sbx-egress", plan.cfg.Name}, Env: env, Dir: "/",
-		Stderr: logFile, ExtraFiles: []*os.File{cfgR, readyW},
+		Path: exe, Args: []string{"sbx-egress", plan.cfg.Name}, Env: env, Dir: "/",
+		Stderr: logFile, ExtraFiles: extra,
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
 	}
 	if err := cmd.Start(); err != nil {

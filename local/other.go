@@ -5,6 +5,7 @@ package local
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/sbx-sh/sbx/sandbox"
@@ -17,6 +18,7 @@ type Provider struct {
 	ClaimTimeout time.Duration
 	Egress       *Egress
 	Caches       func(stateDir string, uid, gid int) ([]sandbox.Mount, []string, error)
+	Log          *slog.Logger
 }
 
 // ErrUnsupported is returned on systems other than Linux.

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -37,6 +38,9 @@ type Provider struct {
 	// caches of a sandbox with this state dir whose user is uid:gid on the
 	// host (see package cache).
 	Caches func(stateDir string, uid, gid int) ([]sandbox.Mount, []string, error)
+	// Log, when set, gets the debug line that says which binary the
+	// sandbox's stages run (stagebin_linux.go).
+	Log *slog.Logger
 }
 
 // Name returns "local".
@@ -183,10 +187,11 @@ func (p *Provider) Claim(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	// uid 1000, the only id mapped, before it builds anything else: see
 	// takeHostPaths. Setgroups is allowed only for root, who must drop its
 	// supplementary groups there; an ordinary user may not allow it.
+	exe, extra, exeEnv := stageCommand(p.Log, extra)
 	cmd := &exec.Cmd{
-		Path:       "/proc/self/exe",
+		Path:       exe,
 		Args:       []string{"sbx-init", spec.Name},
-		Env:        []string{envStage + "=setup"},
+		Env:        append([]string{envStage + "=setup"}, exeEnv...),
 		Dir:        "/",
 		Stderr:     logFile,
 		ExtraFiles: extra,

@@ -82,9 +82,11 @@ func init() {
 // returns in that case. Every binary that can start local sandboxes (sbx,
 // sbx-mcp, test binaries) calls it first thing in main or TestMain.
 func Main() {
-	switch stage() {
-	case "":
+	if stage() == "" {
 		return
+	}
+	closeStageExe()
+	switch stage() {
 	case "setup":
 		err := runSetup()
 		reportReady(err)

@@ -18,7 +18,7 @@ import (
 // localProvider is the local backend with cfg's egress allowlist and
 // package caches.
 func localProvider(cfg config.Config, log *slog.Logger) *local.Provider {
-	p := &local.Provider{Version: version.String()}
+	p := &local.Provider{Version: version.String(), Log: log}
 	if len(cfg.AllowNet) > 0 {
 		if cfg.Network == string(sandbox.NetworkHost) {
 			if log != nil {
