@@ -37,6 +37,14 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// The sandbox's own small binary beside it, as go install puts it, and
+	// named explicitly: a test build (-buildvcs=false, or a modified tree)
+	// is not found beside by itself (local/stagebin_linux.go).
+	if err := testenv.Build(filepath.Join(dir, local.SandboxBinName), "../sbx-sandbox"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv(local.EnvSandboxBin, filepath.Join(dir, local.SandboxBinName))
 	os.Chmod(dir, 0o755)
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -64,7 +72,7 @@ func newWorld(t *testing.T) *world {
 	w := &world{home: tempDir(t), state: tempDir(t), code: tempDir(t)}
 	os.MkdirAll(filepath.Join(w.code, ".git"), 0o755)
 	os.WriteFile(filepath.Join(w.code, "README"), []byte("hello\n"), 0o644)
-	w.env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + w.home, "XDG_STATE_HOME=" + w.state, "LANG=C"}
+	w.env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + w.home, "XDG_STATE_HOME=" + w.state, "LANG=C", local.EnvSandboxBin + "=" + os.Getenv(local.EnvSandboxBin)}
 	t.Cleanup(func() { w.sbx(t, w.code, "release", "--all") })
 	return w
 }

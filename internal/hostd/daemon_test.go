@@ -46,6 +46,13 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// The sandbox's own small binary beside it, named explicitly (a test
+	// build is not found beside by itself: local/stagebin_linux.go).
+	if err := testenv.Build(filepath.Join(dir, local.SandboxBinName), "../../cmd/sbx-sandbox"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv(local.EnvSandboxBin, filepath.Join(dir, local.SandboxBinName))
 	// A copy of this binary another user may run (the go tool's build
 	// directory is private).
 	selfBin = filepath.Join(dir, "hostd.test")
@@ -91,7 +98,7 @@ func newWorld(t *testing.T) *world {
 	}
 	w := &world{state: mk(), code: mk()}
 	os.WriteFile(filepath.Join(w.code, "README"), []byte("hello\n"), 0o644)
-	w.env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + mk(), "XDG_STATE_HOME=" + w.state, "LANG=C", "SBX_DEBUG=1"}
+	w.env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + mk(), "XDG_STATE_HOME=" + w.state, "LANG=C", "SBX_DEBUG=1", local.EnvSandboxBin + "=" + os.Getenv(local.EnvSandboxBin)}
 	t.Cleanup(func() { w.sbx(t, "release", "--all") })
 	return w
 }
