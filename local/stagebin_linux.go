@@ -191,7 +191,9 @@ func ownedSafely(path string, st *unix.Stat_t, typ uint32) error {
 
 // sameBuild says why other (an sbx-sandbox's build information) is not the
 // same build as ours, or nil: the same Go version, main module path and
-// version, vcs.revision and vcs.time, and neither built from a modified
+// version, the same build settings (vcs.revision and vcs.time among them:
+// -ldflags, -tags and the rest too, which change what the binary does
+// without changing its revision), and neither built from a modified
 // tree (a rule an explicit SBX_SANDBOX_BIN lifts: the user said which
 // binary). A development build without a recorded revision identifies
 // nothing and is refused unless explicit.
@@ -205,10 +207,14 @@ func sameBuild(ours, other *debug.BuildInfo, explicit bool) error {
 	if ours.Main.Version != other.Main.Version {
 		return fmt.Errorf("module version %q, sbx's %q", other.Main.Version, ours.Main.Version)
 	}
-	a, b := vcsOf(ours), vcsOf(other)
-	for _, k := range []string{"vcs.revision", "vcs.time"} {
-		if a[k] != b[k] {
-			return fmt.Errorf("%s %q, sbx's %q", k, b[k], a[k])
+	a, b := settings(ours), settings(other)
+	// Every build setting (flags, tags, cgo, GOARCH, vcs.revision and
+	// vcs.time, ...) but vcs.modified, judged below.
+	for _, m := range []map[string]string{a, b} {
+		for k := range m {
+			if k != "vcs.modified" && a[k] != b[k] {
+				return fmt.Errorf("build setting %s is %q, sbx's %q", k, b[k], a[k])
+			}
 		}
 	}
 	if explicit {
@@ -223,13 +229,10 @@ func sameBuild(ours, other *debug.BuildInfo, explicit bool) error {
 	return nil
 }
 
-func vcsOf(bi *debug.BuildInfo) map[string]string {
+func settings(bi *debug.BuildInfo) map[string]string {
 	m := map[string]string{}
 	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision", "vcs.time", "vcs.modified":
-			m[s.Key] = s.Value
-		}
+		m[s.Key] = s.Value
 	}
 	return m
 }
