@@ -82,7 +82,11 @@ func logDebug(log *slog.Logger, msg string, args ...any) {
 // put it (ExtraFiles[i] is descriptor 3+i there). It also returns the
 // environment entry that tells the stage which descriptor to close.
 func stageCommand(log *slog.Logger, extra []*os.File) (path string, files []*os.File, env []string) {
-	f := stageExe(log)
+	return commandFor(stageExe(log), extra)
+}
+
+// commandFor is stageCommand for the binary open as f (nil: /proc/self/exe).
+func commandFor(f *os.File, extra []*os.File) (path string, files []*os.File, env []string) {
 	if f == nil {
 		// The entry still overrides one the host's environment might carry
 		// into the egress stage.
