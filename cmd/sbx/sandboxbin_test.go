@@ -38,6 +38,30 @@ func initExe(t *testing.T, w *world, session string) (initPath, workerPath strin
 	return initPath, workerPath
 }
 
+// egressExe is what /proc/PID/exe of the session's egress proxy process
+// names: the process whose command line is sbx-egress and whose stderr is
+// the session's proxy.log.
+func egressExe(t *testing.T, w *world, session string) string {
+	t.Helper()
+	dir := filepath.Join(w.state, "sbx", "sessions", session) + "/"
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, c := range cmdlines {
+		b, _ := os.ReadFile(c)
+		if !strings.HasPrefix(string(b), "sbx-egress\x00") {
+			continue
+		}
+		if l, _ := os.Readlink(filepath.Join(filepath.Dir(c), "fd", "2")); strings.HasPrefix(l, dir) {
+			exe, err := os.Readlink(filepath.Join(filepath.Dir(c), "exe"))
+			if err != nil {
+				t.Fatalf("the egress process's executable: %v", err)
+			}
+			return exe
+		}
+	}
+	t.Fatalf("no egress process of session %s (%v)", session, testenv.HostProcs("sbx-egress"))
+	return ""
+}
+
 func filepathProc(pid int, parts ...string) string {
 	return filepath.Join(append([]string{"/proc", itoa(pid)}, parts...)...)
 }
@@ -50,7 +74,8 @@ func runKept(t *testing.T, w *world, bin, name string, env []string) string {
 	t.Helper()
 	cmd := exec.Command(bin, "exec", "--keep", "--session", name, "--", "echo ran > out-"+name+".txt; echo ran")
 	cmd.Dir = w.code
-	cmd.Env = append(append(append([]string{}, w.env...), "SBX_DEBUG=1"), env...)
+	// allow_net: the session has an egress proxy process too.
+	cmd.Env = append(append(append([]string{}, w.env...), "SBX_DEBUG=1", "SBX_ALLOW_NET=127.0.0.1:9"), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "ran\n") {
 		t.Fatalf("%s exec: %v\n%s", bin, err, out)
@@ -71,6 +96,9 @@ func TestSandboxRunsTheSmallBinary(t *testing.T) {
 	out := runKept(t, w, sbxBin, "small", nil)
 	if ini, wk := initExe(t, w, "small"); ini != small || wk != small {
 		t.Fatalf("the init runs %q and its worker %q, want the small binary %q; sbx said:\n%s", ini, wk, small, out)
+	}
+	if e := egressExe(t, w, "small"); e != small {
+		t.Fatalf("the egress proxy runs %q, want the small binary %q", e, small)
 	}
 	if !strings.Contains(out, "sandbox stages run sbx-sandbox") {
 		t.Errorf("no debug line names the binary:\n%s", out)
@@ -139,6 +167,9 @@ func TestSandboxRunsTheSmallBinary(t *testing.T) {
 			want, _ := filepath.EvalSymlinks(c.bin)
 			if ini, wk := initExe(t, w, c.name); ini != want || wk != want {
 				t.Errorf("the init runs %q and its worker %q, want sbx itself %q; sbx said:\n%s", ini, wk, want, out)
+			}
+			if e := egressExe(t, w, c.name); e != want {
+				t.Errorf("the egress proxy runs %q, want sbx itself %q", e, want)
 			}
 			if !strings.Contains(out, c.why) {
 				t.Errorf("the debug line does not say %q:\n%s", c.why, out)
