@@ -27,16 +27,10 @@ import (
 // and that descriptor is what the stage executes (/proc/self/fd/N in the
 // child), so a swap of the path between the check and the exec starts
 // nothing else: the inode checked is the inode run.
-const (
-	// EnvSandboxBin names the sbx-sandbox binary to use (an absolute path);
-	// unset, sbx looks beside its own executable.
-	EnvSandboxBin = "SBX_SANDBOX_BIN"
-	// SandboxBinName is the binary's name beside sbx.
-	SandboxBinName = "sbx-sandbox"
-	// envExeFd tells a stage started through /proc/self/fd/N which
-	// descriptor held its binary, so that it closes it first thing.
-	envExeFd = "SBX_LOCAL_EXE_FD"
-)
+
+// envExeFd tells a stage started through /proc/self/fd/N which descriptor
+// held its binary, so that it closes it first thing.
+const envExeFd = "SBX_LOCAL_EXE_FD"
 
 var stageBin struct {
 	once sync.Once
