@@ -143,6 +143,12 @@ func openStageBin(path string, explicit bool) (*os.File, error) {
 		f.Close()
 		return nil, fmt.Errorf("%s is not executable", path)
 	}
+	// As root, the sandbox runs as an unprivileged host uid (hostids_linux.go),
+	// and the init starts each worker from this file as that uid.
+	if os.Geteuid() == 0 && st.Mode&0o001 == 0 {
+		f.Close()
+		return nil, fmt.Errorf("%s is not executable by others (mode %#o), which the sandbox's own host uid needs: chmod o+x it", path, st.Mode&0o7777)
+	}
 	// Back to blocking mode (O_NONBLOCK only kept the open of a FIFO from
 	// hanging before the type check).
 	if err := unix.SetNonblock(fd, false); err != nil {

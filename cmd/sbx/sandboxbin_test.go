@@ -148,6 +148,17 @@ func TestSandboxRunsTheSmallBinary(t *testing.T) {
 	} else {
 		theirs, theirsWhy = "/bin/true", "no Go build information"
 	}
+	// As root, the sandbox's host uid is not root's: a file only root may
+	// run would start the init but no worker. As a user, the file of the
+	// case is simply not executable.
+	private := filepath.Join(dir, "private", local.SandboxBinName)
+	os.Mkdir(filepath.Dir(private), 0o755)
+	copyFile(t, small, private, 0o700)
+	privateWhy := "not executable by others"
+	if os.Geteuid() != 0 {
+		os.Chmod(private, 0o600)
+		privateWhy = "is not executable"
+	}
 	link := filepath.Join(dir, "link")
 	os.Symlink(small, link)
 
@@ -160,6 +171,7 @@ func TestSandboxRunsTheSmallBinary(t *testing.T) {
 		{"group-writable-dir", sbxBin, gwDir, "writable by group or others"},
 		{"link", sbxBin, link, "is a symbolic link"},
 		{"another-owner", sbxBin, theirs, theirsWhy},
+		{"private", sbxBin, private, privateWhy},
 		{"relative", sbxBin, "sbx-sandbox", "not an absolute path"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
