@@ -73,7 +73,13 @@ func newWorld(t *testing.T) *world {
 	os.MkdirAll(filepath.Join(w.code, ".git"), 0o755)
 	os.WriteFile(filepath.Join(w.code, "README"), []byte("hello\n"), 0o644)
 	w.env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + w.home, "XDG_STATE_HOME=" + w.state, "LANG=C", local.EnvSandboxBin + "=" + os.Getenv(local.EnvSandboxBin)}
-	t.Cleanup(func() { w.sbx(t, w.code, "release", "--all") })
+	t.Cleanup(func() {
+		w.sbx(t, w.code, "release", "--all")
+		// What a failed test, a broken session or a failed release left.
+		if left := testenv.EndSandboxes(w.state); len(left) > 0 {
+			t.Logf("ended what the test left running: %s", strings.Join(left, "; "))
+		}
+	})
 	return w
 }
 

@@ -99,7 +99,13 @@ func newWorld(t *testing.T) *world {
 	w := &world{state: mk(), code: mk()}
 	os.WriteFile(filepath.Join(w.code, "README"), []byte("hello\n"), 0o644)
 	w.env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + mk(), "XDG_STATE_HOME=" + w.state, "LANG=C", "SBX_DEBUG=1", local.EnvSandboxBin + "=" + os.Getenv(local.EnvSandboxBin)}
-	t.Cleanup(func() { w.sbx(t, "release", "--all") })
+	t.Cleanup(func() {
+		w.sbx(t, "release", "--all")
+		// What a failed test, a broken session or a failed release left.
+		if left := testenv.EndSandboxes(w.state); len(left) > 0 {
+			t.Logf("ended what the test left running: %s", strings.Join(left, "; "))
+		}
+	})
 	return w
 }
 
