@@ -319,8 +319,12 @@ func Prune(root string, cutoff time.Time) ([]Entry, error) {
 // make any of its directories so): prune's, and the session's removal of
 // the caches of cache = "session" in its state dir. The chmods go through
 // an os.Root of the cache: a sandbox that swaps a directory for a symlink
-// while this runs cannot lead them to a host file. A missing p is no error.
+// while this runs cannot lead them to a host file. A missing p is no error;
+// a p that is not a directory (a file, a symlink) is removed itself.
 func Remove(p string) error {
+	if fi, err := os.Lstat(p); err == nil && !fi.IsDir() {
+		return os.Remove(p) // a file or a link: itself, nothing it names
+	}
 	r, err := os.OpenRoot(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil

@@ -205,7 +205,7 @@ func (m *Manager) removeTrash(name string) {
 		}
 		m.log.Debug("trash removed in line", "entry", p, "why", err)
 	}
-	if err := os.RemoveAll(p); err != nil {
+	if err := cache.Remove(p); err != nil {
 		m.log.Warn("remove a released session's workspace", "dir", p, "err", err)
 	}
 }

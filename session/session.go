@@ -27,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sbx-sh/sbx/cache"
 	"github.com/sbx-sh/sbx/internal/escape"
 	"github.com/sbx-sh/sbx/router"
 	"github.com/sbx-sh/sbx/sandbox"
@@ -351,7 +352,7 @@ func (s *Session) wipe() {
 	entries, _ := os.ReadDir(s.dir)
 	for _, e := range entries {
 		if e.Name() != "lock" {
-			os.RemoveAll(filepath.Join(s.dir, e.Name()))
+			cache.Remove(filepath.Join(s.dir, e.Name())) // read-only directories and all
 		}
 	}
 }
@@ -368,7 +369,10 @@ func (s *Session) claim(ctx context.Context) error {
 		}
 	}
 	s.discardFirstRound()
-	os.RemoveAll(filepath.Join(s.dir, "work"))
+	// What the last sandbox made read-only goes too (cache.Remove): as an
+	// ordinary user os.RemoveAll cannot empty such a directory, and the new
+	// sandbox found the old one's files.
+	cache.Remove(filepath.Join(s.dir, "work"))
 	for i, d := range s.params.CodeDirs {
 		fi, err := os.Stat(d)
 		if err != nil {
