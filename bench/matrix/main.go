@@ -725,6 +725,21 @@ func waitGone(p string) error {
 	}
 }
 
+// waitEmpty waits until directory p has no entries (or is gone).
+func waitEmpty(p string) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ents, err := os.ReadDir(p)
+		if errors.Is(err, fs.ErrNotExist) || (err == nil && len(ents) == 0) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s still holds %d entries a minute after the release", p, len(ents))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // tree runs the tree rows at n files; with pushOnly, only the initial push.
 func (b *bench) tree(n int, pushOnly bool) error {
 	if _, err := b.emptyServer(); err != nil {
@@ -759,6 +774,11 @@ func (b *bench) tree(n int, pushOnly bool) error {
 			// before either side of the next pair runs.
 			s.close()
 			if err := waitGone(filepath.Join(b.sessionDir(s.name), "work")); err != nil {
+				return err
+			}
+			// And its removal, which goes on after the release (the
+			// workspace set aside in the trash beside the sessions).
+			if err := waitEmpty(filepath.Join(b.state, "sbx", "sessions.trash")); err != nil {
 				return err
 			}
 		}
