@@ -55,6 +55,14 @@ func newSetupWorld(t *testing.T, withSbxMCP bool) *setupWorld {
 	codex := codexBinary(t)
 	sbx := sbxBinary(t)
 	w := &setupWorld{t: t, home: tempDir(t, "sbxsetuphome"), proj: tempDir(t, "sbxsetupproj")}
+	// The clients start sbx-mcp with their own environment (its state under
+	// HOME/.local/state) and may kill it without its release: what its
+	// sessions left running ends with the test.
+	t.Cleanup(func() {
+		if left := testenv.EndSandboxes(w.home); len(left) > 0 {
+			t.Logf("ended what the clients' sbx-mcp left running: %s", strings.Join(left, "; "))
+		}
+	})
 	if out, err := exec.Command("git", "init", "-q", w.proj).CombinedOutput(); err != nil {
 		t.Fatalf("git init: %v %s", err, out)
 	}
