@@ -12,6 +12,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv("SBX_TEST_LOWER_PRIORITY") != "" {
+		os.Exit(reportLowered())
+	}
 	Main()
 	os.Exit(m.Run())
 }

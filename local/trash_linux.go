@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // A released session's workspace, removed after sbx has answered: the
@@ -23,6 +25,24 @@ const (
 	fdTrashDir  = 3
 	fdTrashLock = 4
 )
+
+// ioprio_set(2)'s constants (linux/ioprio.h).
+const (
+	ioprioWhoPgrp    = 2
+	ioprioClassIdle  = 3
+	ioprioClassShift = 13
+)
+
+// lowerPriority puts the remover out of the way of what the user waits
+// for (the next session placing its tree, its commands): the lowest CPU
+// priority and the idle I/O class, for every thread of its process group
+// (its own: it runs in a session of its own; a thread's nice is its own on
+// Linux, and threads made later take their maker's). Best effort: a kernel
+// that refuses either leaves the default.
+func lowerPriority() {
+	unix.Setpriority(unix.PRIO_PGRP, 0, 19)
+	unix.Syscall(unix.SYS_IOPRIO_SET, ioprioWhoPgrp, 0, ioprioClassIdle<<ioprioClassShift)
+}
 
 // RemoveLater starts the remover of trash's entry name and returns.
 func (p *Provider) RemoveLater(trash *os.File, name string, lock *os.File) error {
@@ -60,6 +80,7 @@ func runRemove() int {
 		return 2
 	}
 	name := os.Args[1]
+	lowerPriority()
 	if err := checkTrashName(name); err != nil {
 		fmt.Fprintln(os.Stderr, "sbx rmtree:", err)
 		return 2
