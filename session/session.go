@@ -446,7 +446,16 @@ type Run struct {
 	Stderr  io.Writer
 	Timeout time.Duration
 	TTY     *sandbox.TTY
+	// NoClaim runs the command only in the sandbox the session holds: it
+	// fails with ErrNoSandbox where another command would claim one (none
+	// claimed yet, or the one it held found gone). For work on no user's
+	// behalf (the host daemon's first round trip), which must never start a
+	// sandbox for a session released meanwhile.
+	NoClaim bool
 }
+
+// ErrNoSandbox is a NoClaim command's: the session holds no live sandbox.
+var ErrNoSandbox = errors.New("the session holds no live sandbox")
 
 // Outcome is how a command ended and what the sync did around it.
 type Outcome struct {
@@ -496,6 +505,10 @@ func (s *Session) Exec(ctx context.Context, r Run) (Outcome, error) {
 		s.mu.Unlock()
 		return Outcome{}, ErrClosed
 	}
+	if r.NoClaim && s.sb == nil {
+		s.mu.Unlock()
+		return Outcome{}, ErrNoSandbox
+	}
 	err = s.ensureClaimed(ctx)
 	var watches []*identityWatch
 	if r.TTY == nil {
@@ -530,7 +543,9 @@ func (s *Session) Exec(ctx context.Context, r Run) (Outcome, error) {
 		res, rep, err = s.roundTrip(ctx, sb, cmd)
 		s.foldEnd(rep, err)
 	}
-	if errors.Is(err, sandbox.ErrUnreachable) {
+	if errors.Is(err, sandbox.ErrUnreachable) && r.NoClaim {
+		err = fmt.Errorf("%w: %v", ErrNoSandbox, err)
+	} else if errors.Is(err, sandbox.ErrUnreachable) {
 		// The sandbox died while idle (killed, expired): nothing ran. Claim a
 		// new one, push the host tree, and run the command there.
 		s.mu.Lock()

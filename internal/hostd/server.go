@@ -155,7 +155,11 @@ func (d *daemon) warm() {
 	}
 	d.active.Add(1)
 	defer d.active.Add(-1)
-	out, err := d.s.Exec(context.Background(), session.Run{Argv: []string{"/bin/true"}, Dir: d.w.StartDir})
+	// NoClaim: the checks above can be overtaken (a release, the sandbox's
+	// death between them and the round trip), and this round trip, on no
+	// one's behalf, must not claim a sandbox for a released session (one
+	// was left running after the daemon ended).
+	out, err := d.s.Exec(context.Background(), session.Run{Argv: []string{"/bin/true"}, Dir: d.w.StartDir, NoClaim: true})
 	if err != nil {
 		d.log.Warn("host daemon: the first round trip failed", "err", err)
 	}
