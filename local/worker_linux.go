@@ -144,9 +144,13 @@ func runWorker() int {
 		r := runOne(c, &m.req, m.files)
 		if err := c.writeFrame(r); err != nil {
 			unix.Kill(-1, unix.SIGKILL)
+			sbxsync.WaitSaves()
 			return 1
 		}
 	}
+	// The sync helper's last state may still be being written (it is
+	// saved after the reply): a next worker starts from that file.
+	sbxsync.WaitSaves()
 	return 0
 }
 

@@ -135,7 +135,12 @@ type helperDir struct {
 	state helperState
 	file  string
 	dirty bool // the state differs from the file
-	watch *Watch
+	// saveLater: Collect left the save to release, which writes the state
+	// after the reply, off the round trip (a long-lived process only).
+	saveLater bool
+	// saving is the last save started in the background (nil: none).
+	saving *bgSave
+	watch  *Watch
 	// undone lists the paths a rollback of an unacknowledged pull changed.
 	undone []string
 }
@@ -216,7 +221,56 @@ type liveState struct {
 	watch *Watch
 	// verified: VerifyLive found it current (no round trip since).
 	verified bool
+	// saving, when set, is the last save of this state still being
+	// written in the background: whoever takes the state waits for it,
+	// then takes its sig.
+	saving *bgSave
 }
+
+// A bgSave is a state file written in the background, after the one
+// started before it for the same file (after).
+type bgSave struct {
+	done chan struct{}
+	sig  string // the file as it wrote it, once done
+}
+
+// pendingSaves counts the saves being written in the background.
+var pendingSaves gosync.WaitGroup
+
+// beforeBackgroundSave, when set (tests), runs before each background
+// save is written; false drops the save (its process died).
+var beforeBackgroundSave func() bool
+
+// saveBackground writes st, which nothing changes until the save is done
+// (a snapshot, or a state that only the next load, which waits, takes).
+func (hd *helperDir) saveBackground(st *helperState) {
+	b := &bgSave{done: make(chan struct{})}
+	after, file, path := hd.saving, hd.file, hd.d.Path
+	hd.saving = b
+	hd.dirty = false
+	pendingSaves.Add(1)
+	go func() {
+		defer pendingSaves.Done()
+		defer close(b.done)
+		if after != nil {
+			<-after.done
+		}
+		if beforeBackgroundSave != nil && !beforeBackgroundSave() {
+			return
+		}
+		if err := writeState(file, st); err != nil {
+			// The state in memory stands; the file is the last one
+			// written, which a process that starts again takes.
+			fmt.Fprintf(os.Stderr, "sbx sync: save the state of %s: %v\n", path, err)
+		}
+		fi, _ := os.Stat(file)
+		b.sig = fileSig(fi)
+	}()
+}
+
+// WaitSaves waits for the helper states still being written after their
+// round trips (a long-lived process calls it before it exits).
+func WaitSaves() { pendingSaves.Wait() }
 
 // stateLoads counts the state files decoded and stateSaves those written
 // (for tests).
@@ -238,6 +292,10 @@ func (hd *helperDir) load(use bool, key string) {
 	ls := live.m[hd.file]
 	delete(live.m, hd.file)
 	live.Unlock()
+	if ls != nil && ls.saving != nil {
+		<-ls.saving.done
+		ls.sig, ls.saving = ls.saving.sig, nil
+	}
 	if ls != nil && ls.key != key {
 		ls.watch.Close()
 		ls = nil
@@ -276,14 +334,27 @@ func (hd *helperDir) load(use bool, key string) {
 	}
 }
 
-// release puts the state back in memory for the next round trip.
+// release puts the state back in memory for the next round trip. A save
+// Collect left to it is written now, in the background: the round trip's
+// reply does not wait for it. A process that dies before it is written
+// starts again from the last file, as after a small push kept in memory
+// (Apply): what changed since goes back to the host, which finds it its
+// own (no change) or, where it changed it again, keeps both.
 func (hd *helperDir) release() {
-	fi, _ := os.Stat(hd.file)
+	ls := &liveState{key: strings.Join(hd.d.Exclude, "\x00"), state: hd.state, watch: hd.watch}
+	if hd.saveLater {
+		hd.saveLater = false
+		hd.saveBackground(&ls.state)
+	}
+	if ls.saving = hd.saving; ls.saving == nil {
+		fi, _ := os.Stat(hd.file)
+		ls.sig = fileSig(fi)
+	}
 	live.Lock()
 	if old := live.m[hd.file]; old != nil && old.watch != hd.watch {
 		old.watch.Close()
 	}
-	live.m[hd.file] = &liveState{sig: fileSig(fi), key: strings.Join(hd.d.Exclude, "\x00"), state: hd.state, watch: hd.watch}
+	live.m[hd.file] = ls
 	live.Unlock()
 }
 
@@ -293,7 +364,19 @@ func (hd *helperDir) release() {
 var WatchHelper = false
 
 func (hd *helperDir) save() error {
-	tmp := hd.file + ".tmp"
+	if hd.saving != nil {
+		<-hd.saving.done // an older state must not land after this one
+	}
+	if err := writeState(hd.file, &hd.state); err != nil {
+		return err
+	}
+	hd.dirty = false
+	return nil
+}
+
+// writeState writes st to file through a new temporary file.
+func writeState(file string, st *helperState) error {
+	tmp := file + ".tmp"
 	// Made new: whatever a command left at the name (a fifo, whose open
 	// for writing would wait for a reader; a link) goes first.
 	os.Remove(tmp)
@@ -301,18 +384,17 @@ func (hd *helperDir) save() error {
 	if err != nil {
 		return err
 	}
-	err = gob.NewEncoder(f).Encode(hd.state)
+	err = gob.NewEncoder(f).Encode(st)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, hd.file); err != nil {
+	if err := os.Rename(tmp, file); err != nil {
 		return err
 	}
 	stateSaves.Add(1)
-	hd.dirty = false
 	return nil
 }
 
@@ -566,6 +648,15 @@ func (hd *helperDir) applyPlaced(push io.Reader) error {
 	}
 	hd.state.Manifest = m
 	hd.dirty = true
+	if hd.watch != nil {
+		// A long-lived process writes a copy in the background, beside
+		// the first command, which does not wait for it: one that dies
+		// before it is written starts again from no state, and its first
+		// round trip sends the whole tree back, which the host finds its
+		// own (the same bytes: nothing written).
+		hd.saveBackground(&helperState{Manifest: maps.Clone(m), Skipped: hd.state.Skipped})
+		return nil
+	}
 	return hd.save()
 }
 
@@ -733,7 +824,10 @@ func (h *Helper) Collect(pull io.Writer) HelperReply {
 		if len(u) > 0 {
 			hd.state.Undo, hd.state.PendingSeq = u, h.req.Seq
 		}
-		if len(send) > 0 || hd.dirty {
+		if (len(send) > 0 || hd.dirty) && hd.watch != nil {
+			// A long-lived process: written after the reply (release).
+			hd.saveLater = true
+		} else if len(send) > 0 || hd.dirty {
 			// Else nothing to acknowledge (what changed was kept here,
 			// and is undone and reported again next time, as the state
 			// file says): the file stays as it is.

@@ -3,9 +3,11 @@ package sync
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -329,5 +331,118 @@ func TestUnfinishedFirstRoundPushesAgain(t *testing.T) {
 	}
 	if n := len(r.changes[0]); n != 3 {
 		t.Fatalf("after an unfinished first round the next pushes %d entries, want 3", n)
+	}
+}
+
+// TestPlacedStateSavedInBackground: a long-lived (watching) helper writes
+// the manifest of a placed first push beside the first command, which does
+// not wait for it (a 10k-file tree's state is ~700 KB of gob): Apply and
+// Collect return while the write is held, and the file written then is
+// the placed tree (a process that starts from it sends nothing back). One
+// that dies before it is written starts from no state: its first round
+// trip sends the whole tree back, which the host finds its own: nothing
+// written on the host, no conflict.
+func TestPlacedStateSavedInBackground(t *testing.T) {
+	WatchHelper = true
+	defer func() { WatchHelper = false }()
+	drop := func() { // the worker process ends: what it kept in memory is gone
+		live.Lock()
+		defer live.Unlock()
+		for f, ls := range live.m {
+			ls.watch.Close()
+			delete(live.m, f)
+		}
+	}
+	stateFiles := func(p *pair) []string {
+		m, _ := filepath.Glob(filepath.Join(p.hstate, "*.state"))
+		return m
+	}
+	for _, dies := range []bool{false, true} {
+		t.Run(fmt.Sprint("dies=", dies), func(t *testing.T) {
+			p := newPair(t)
+			p.place = true
+			agedTree(t, p.host, 200)
+			os.MkdirAll(p.hstate+"-host", 0o700)
+			r, _, err := p.h.Begin()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Place(0, p.sandbox); err != nil {
+				t.Fatal(err)
+			}
+			helper := p.helper(r)
+			var push bytes.Buffer
+			if err := r.WritePush(&push); err != nil {
+				t.Fatal(err)
+			}
+			hold := make(chan struct{})
+			var died atomic.Bool
+			beforeBackgroundSave = func() bool { <-hold; return !died.Load() }
+			defer func() { beforeBackgroundSave = nil }()
+			released := false
+			unhold := func() {
+				if !released {
+					released = true
+					close(hold)
+				}
+				WaitSaves()
+			}
+			defer unhold()
+			if err := helper.Apply(&push); err != nil {
+				t.Fatal(err)
+			}
+			hostTimes := map[string]time.Time{}
+			filepath.Walk(p.host, func(path string, fi os.FileInfo, err error) error {
+				if err == nil && fi.Mode().IsRegular() {
+					hostTimes[path] = fi.ModTime()
+				}
+				return nil
+			})
+			if dies {
+				// The command killed the worker before its state was
+				// written: the write goes with it.
+				drop()
+				died.Store(true)
+				unhold()
+			} else {
+				var pull bytes.Buffer
+				reply := helper.Collect(&pull) // returns with the write held
+				if err := r.ReadPull(&pull); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := r.Finish(reply); err != nil {
+					t.Fatal(err)
+				}
+				if len(stateFiles(p)) != 0 {
+					t.Fatalf("state written while held: %v", stateFiles(p))
+				}
+				unhold()
+				drop()
+				if len(stateFiles(p)) != 1 {
+					t.Fatalf("no state written: %v", stateFiles(p))
+				}
+			}
+			beforeBackgroundSave = nil
+			rep := p.sync(nil) // a new worker: from the file, or from none
+			if !dies && (rep.Applied != 0 || rep.Pushed != 0) {
+				t.Fatalf("a worker started from the saved state: %+v, want a quiet round", rep)
+			}
+			if len(rep.Conflicts) != 0 || len(rep.HostKept) != 0 || rep.Applied != 0 {
+				t.Fatalf("the round after: %+v", rep)
+			}
+			filepath.Walk(p.host, func(path string, fi os.FileInfo, err error) error {
+				if err == nil && fi.Mode().IsRegular() && !fi.ModTime().Equal(hostTimes[path]) {
+					t.Errorf("%s was rewritten on the host", path)
+				}
+				return nil
+			})
+			p.same()
+			// And from there on as ever.
+			rep = p.sync(func() { put(t, filepath.Join(p.sandbox, "d1", "new.go"), "package n") })
+			if rep.Applied != 1 {
+				t.Fatalf("the sandbox's change: %+v", rep)
+			}
+			p.same()
+		})
 	}
 }

@@ -131,8 +131,10 @@ func TestSettledHashesStaySettled(t *testing.T) {
 				t.Fatal("a watching host rewrote its state for hashes that only settled")
 			}
 			for k := 0; k < 3; k++ {
+				WaitSaves() // the last round's, written after its reply
 				h0, s0 := hashedFiles.Load(), stateSaves.Load()
 				p.sync(nil)
+				WaitSaves()
 				if h, s := hashedFiles.Load()-h0, stateSaves.Load()-s0; h != 0 || s != 0 {
 					t.Fatalf("no-change round trip %d after the hashes settled: %d files hashed, %d helper state saves", k, h, s)
 				}
@@ -155,8 +157,10 @@ func TestWatchedSmallPushNotSaved(t *testing.T) {
 	p.sync(nil)
 	p.sync(nil)
 	put(t, filepath.Join(p.host, "a"), "a2")
+	WaitSaves() // the last round's, written after its reply
 	s0 := stateSaves.Load()
 	p.sync(nil)
+	WaitSaves()
 	if s := stateSaves.Load() - s0; s != 0 {
 		t.Fatalf("a one-file push to a watching helper saved its state %d times", s)
 	}
