@@ -24,6 +24,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sbx-sh/sbx/internal/rmtree"
 	"github.com/sbx-sh/sbx/sandbox"
 )
 
@@ -314,30 +315,14 @@ func Prune(root string, cutoff time.Time) ([]Entry, error) {
 	return removed, nil
 }
 
-// Remove is os.RemoveAll for caches, whose trees hold read-only
-// directories (Go's module cache makes its directories 0555; a sandbox may
-// make any of its directories so): prune's, and the session's removal of
-// the caches of cache = "session" in its state dir. The chmods go through
-// an os.Root of the cache: a sandbox that swaps a directory for a symlink
-// while this runs cannot lead them to a host file. A missing p is no error;
-// a p that is not a directory (a file, a symlink) is removed itself.
-func Remove(p string) error {
-	if fi, err := os.Lstat(p); err == nil && !fi.IsDir() {
-		return os.Remove(p) // a file or a link: itself, nothing it names
-	}
-	r, err := os.OpenRoot(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	fs.WalkDir(r.FS(), ".", func(path string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			r.Chmod(path, 0o755)
-		}
-		return nil
-	})
-	r.Close()
-	return os.RemoveAll(p)
-}
+// Remove is os.RemoveAll for trees a sandbox wrote, whose directories may
+// be read-only (Go's module cache makes its directories 0555; a sandbox
+// may make any of its directories so, or unreadable) and of any depth:
+// prune's, the session's removal of the caches of cache = "session" in its
+// state dir, and of a lost sandbox's workspace. It is internal/rmtree's:
+// through descriptors, never following a link (a sandbox that swaps a
+// directory for a symlink while this runs cannot lead it to a host file),
+// in time linear in the entries and with a bounded number of descriptors
+// whatever the depth. A missing p is no error; a p that is not a directory
+// (a file, a symlink) is removed itself.
+func Remove(p string) error { return rmtree.Path(p) }

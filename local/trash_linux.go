@@ -1,15 +1,16 @@
 package local
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sbx-sh/sbx/internal/rmtree"
 )
 
 // A released session's workspace, removed after sbx has answered: the
@@ -93,23 +94,12 @@ func runRemove() int {
 }
 
 // removeBeneath removes dir's entry name and all below it, never leaving
-// dir. A directory the sandbox made unwritable is made writable (its
-// owner is this user, as everything in a workspace).
+// dir (internal/rmtree: no link followed, a directory the sandbox made
+// unwritable or unreadable made its owner's again, any depth in time
+// linear in the entries).
 func removeBeneath(dir *os.File, name string) error {
-	root, err := os.OpenRoot(fmt.Sprintf("/proc/self/fd/%d", dir.Fd()))
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	err = root.RemoveAll(name)
-	if err == nil || !errors.Is(err, fs.ErrPermission) {
-		return err
-	}
-	fs.WalkDir(root.FS(), name, func(p string, d fs.DirEntry, err error) error {
-		if d != nil && d.IsDir() {
-			root.Chmod(p, 0o700)
-		}
-		return nil
-	})
-	return root.RemoveAll(name)
+	err := rmtree.Beneath(int(dir.Fd()), name)
+	// dir's finalizer would close the descriptor while it is still used.
+	runtime.KeepAlive(dir)
+	return err
 }
