@@ -148,7 +148,16 @@ func (m *Manager) removeState(dir string) error {
 	if err := cache.Remove(filepath.Join(dir, "cache")); err != nil {
 		return fmt.Errorf("remove session state %s: %w (remove it by hand once no sbx uses it)", dir, err)
 	}
-	if err := os.RemoveAll(dir); err != nil {
+	// Again when an entry appeared meanwhile (ENOTEMPTY): a process of the
+	// session that was starting (its host daemon's socket) and that ends
+	// when it finds the directory gone.
+	var err error
+	for range 3 {
+		if err = os.RemoveAll(dir); !errors.Is(err, syscall.ENOTEMPTY) {
+			break
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("remove session state %s: %w (remove it by hand once no sbx uses it)", dir, err)
 	}
 	return nil

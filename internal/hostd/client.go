@@ -192,6 +192,13 @@ func Start(stateDir, sessionName, key string, flags app.Flags, cwd string, log *
 		return
 	}
 	defer logf.Close()
+	// The daemons' lock, made here (the daemon only opens it).
+	lf, err := os.OpenFile(filepath.Join(stateDir, lockName), os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		log.Debug("start the session's host daemon", "err", err)
+		return
+	}
+	lf.Close()
 	cmd := exec.Command(exe, Arg, stateDir)
 	cmd.Env = append(os.Environ(), envStart+"="+string(raw))
 	cmd.Stderr = logf

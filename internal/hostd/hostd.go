@@ -116,6 +116,9 @@ type startInfo struct {
 // privateDir checks that dir is a directory of this user's that no one else
 // may enter or write (0700 or narrower). A client's connect checks the same
 // on the descriptor it connects through (dialPrivate).
+// lockName is the daemons' lock file in the state dir: one serves.
+const lockName = "hostd.lock"
+
 func privateDir(dir string) error {
 	fi, err := os.Lstat(dir)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -81,8 +82,15 @@ func run(dir string, log *slog.Logger) error {
 	if err := privateDir(dir); err != nil {
 		return err
 	}
-	// One daemon per session: the first to lock serves, others end.
-	lf, err := os.OpenFile(filepath.Join(dir, "hostd.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	// One daemon per session: the first to lock serves, others end. The
+	// file is made by Start, never here: a daemon that starts while the
+	// session is released must make nothing in a directory being removed
+	// (the release's removal failed with "directory not empty").
+	lf, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|syscall.O_NOFOLLOW, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		log.Debug("host daemon: the session was released meanwhile", "dir", dir)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
