@@ -23,6 +23,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/sbx-sh/sbx/egress"
+	"github.com/sbx-sh/sbx/internal/regfile"
 )
 
 // Config is everything sbx can be told.
@@ -228,7 +229,10 @@ func Load(src Sources) (Config, error) {
 }
 
 func applyFile(cfg *Config, path string, trusted bool) error {
-	raw, err := os.ReadFile(path)
+	// A regular file only, and the project's not through a link (a cloned
+	// repository's .sbx.toml linked to /dev/zero or /dev/stdin was read
+	// without end); the user's own may be a link (dotfiles).
+	raw, err := regfile.Read(path, trusted)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}

@@ -15,7 +15,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
+
+	"github.com/sbx-sh/sbx/internal/regfile"
 )
 
 // QuarantineDir is where protected changes wait, relative to the code dir.
@@ -194,8 +197,15 @@ func OpenHost(stateDir string, dirs []HostDir) (*Host, error) {
 			return nil, fmt.Errorf("code dir %q is not absolute", d.Path)
 		}
 		pats := append(append([]string{}, DefaultExcludes...), d.Exclude...)
-		if raw, err := os.ReadFile(filepath.Join(d.Path, ".sbxignore")); err == nil {
+		// A regular file only, read without waiting, bounded: a cloned
+		// repository's .sbxignore linked to /dev/zero or /dev/stdin was read
+		// without end. One that is there but not such a file is an error,
+		// not ignored: its patterns may keep secrets out of the sandbox.
+		raw, err := regfile.Read(filepath.Join(d.Path, ".sbxignore"), true)
+		if err == nil {
 			pats = append(pats, ParseIgnore(string(raw))...)
+		} else if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.EISDIR) {
+			return nil, err
 		}
 		ex, err := NewMatcher(pats)
 		if err != nil {
@@ -335,6 +345,9 @@ type Round struct {
 	// placed marks the code dirs whose push Place wrote into the
 	// workspace: their patch on the push stream is empty.
 	placed []bool
+	// placedList is, per placed code dir, what Place wrote (the entries a
+	// scan of the workspace would record), sent after its empty patch.
+	placedList []Manifest
 }
 
 // Seen lists the host paths the sandbox's pull named (at most maxSeen), as
@@ -455,11 +468,17 @@ func (r *Round) Changed() bool { return r.report.Pushed > 0 }
 func (r *Round) WritePush(w io.Writer) error {
 	for i, d := range r.h.dirs {
 		changes := r.changes[i]
-		if i < len(r.placed) && r.placed[i] {
+		placed := i < len(r.placed) && r.placed[i]
+		if placed {
 			changes = nil
 		}
 		if err := WritePatch(w, d.cfg.Path, changes); err != nil {
 			return err
+		}
+		if placed {
+			if err := writePlacedList(w, r.placedList[i]); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
