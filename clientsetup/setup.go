@@ -13,6 +13,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/sbx-sh/sbx/internal/regfile"
 )
 
 // Clients are the names `sbx setup` takes.
@@ -464,7 +466,10 @@ func projectScoped(out []byte) bool {
 // approval under sbx's name, to run the repository's command on the host.
 func checkProjectServer(dir string) error {
 	path := filepath.Join(dir, ".mcp.json")
-	raw, err := os.ReadFile(path)
+	// A regular file only, read without waiting, bounded: the
+	// repository's .mcp.json linked to /dev/stdin held sbx setup reading
+	// the terminal, to /dev/zero reading without end.
+	raw, err := regfile.Read(path, true)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}

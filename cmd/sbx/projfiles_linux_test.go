@@ -82,3 +82,34 @@ func TestProjectFilesReadOnlyWhenRegular(t *testing.T) {
 		}
 	})
 }
+
+// TestSetupReadsNoProjectSpecial: sbx setup claude-code reads the
+// project's .mcp.json (a repository's servers); linked to /dev/stdin it
+// read the terminal (here a pipe held open) for good. It is refused,
+// named, at once.
+func TestSetupReadsNoProjectSpecial(t *testing.T) {
+	w := newWorld(t)
+	bin := tempDir(t)
+	os.WriteFile(filepath.Join(bin, "claude"), []byte("#!/bin/sh\nexit 0\n"), 0o755)
+	w.env[0] = "PATH=" + bin + ":" + strings.TrimPrefix(setupPath(t), "PATH=")
+	if err := os.Symlink("/dev/stdin", filepath.Join(w.code, ".mcp.json")); err != nil {
+		t.Fatal(err)
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pw.Close()
+	defer pr.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, sbxBin, "setup", "claude-code")
+	cmd.Dir, cmd.Env, cmd.Stdin = w.code, w.env, pr
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("sbx setup did not end in 30s (it read what .mcp.json names):\n%s", out)
+	}
+	if err == nil || !strings.Contains(string(out), ".mcp.json") || !strings.Contains(string(out), "not a regular file") {
+		t.Fatalf("sbx setup: %v, want a refusal naming .mcp.json:\n%s", err, out)
+	}
+}
