@@ -11,13 +11,14 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/sbx-sh/sbx/internal/dirent"
 )
 
 // MaxDepth is how many directories below the top the removal descends
 // (one descriptor each); a directory deeper is moved up to the top.
 const MaxDepth = 64
+
+// bufSize is getdents64's buffer: about a thousand short names.
+const bufSize = 32 << 10
 
 // Path removes p and everything below it; p itself is removed, never what
 // it names when it is a link. A p that is not there is no error.
@@ -56,7 +57,7 @@ func Beneath(dirfd int, name string) error {
 	if err != nil {
 		return &os.PathError{Op: "open", Path: name, Err: err}
 	}
-	r := &remover{top: top, buf: make([]byte, dirent.BufSize)}
+	r := &remover{top: top, buf: make([]byte, bufSize)}
 	r.empty(top, name, 0)
 	unix.Close(top)
 	if err := unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
@@ -71,7 +72,7 @@ func Beneath(dirfd int, name string) error {
 type remover struct {
 	top   int    // the directory being emptied, where deep ones are moved
 	moved int    // names given to moved directories so far
-	buf   []byte // getdents64's, shared: a directory's names are read whole before its entries are removed
+	buf   []byte // getdents64's, shared by every level
 	err   error  // the first failure
 }
 
@@ -82,60 +83,58 @@ func (r *remover) fail(path string, op string, err error) {
 }
 
 // empty removes every entry of the directory open at fd (at depth below
-// the top; path names it in errors). A directory's names are read whole
-// before any is removed (a removal while it is read could make a file
-// system skip some); the top is read again while a pass moves or removes
-// something, since a moved directory lands there while it is read.
+// the top; path names it in errors), one getdents64 buffer of names at a
+// time: memory stays that buffer's and its names' (a directory of millions
+// of entries is read a batch at a time, not whole). After a batch that
+// removed or moved something the directory is read again from its start
+// (a removal while it is read could make a file system skip entries, and
+// a moved directory lands in the top); it is done once a read through it
+// all removes nothing.
 func (r *remover) empty(fd int, path string, depth int) {
 	for {
-		ents, err := r.entries(fd)
-		if err != nil {
-			r.fail(path, "readdir", err)
+		if _, err := unix.Seek(fd, 0, 0); err != nil {
+			r.fail(path, "seek", err)
 			return
 		}
 		progress := false
-		for _, e := range ents {
-			if r.removeEntry(fd, e, path, depth) {
-				progress = true
+		for !progress {
+			n, err := unix.Getdents(fd, r.buf)
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				r.fail(path, "readdir", err)
+				return
+			}
+			if n <= 0 {
+				break
+			}
+			// Names are copied out of the buffer, which the directories
+			// below reuse.
+			_, _, names := unix.ParseDirent(r.buf[:n], -1, nil)
+			for _, name := range names {
+				if r.removeEntry(fd, name, path, depth) {
+					progress = true
+				}
 			}
 		}
-		if depth > 0 || !progress {
+		if !progress {
 			return
 		}
 	}
 }
 
-type entry struct {
-	name string
-	typ  uint8 // unix.DT_*
-}
-
-// entries reads the entries of the directory open at fd, from its start.
-func (r *remover) entries(fd int) ([]entry, error) {
-	if _, err := unix.Seek(fd, 0, 0); err != nil {
-		return nil, err
-	}
-	var ents []entry
-	err := dirent.Each(fd, r.buf, func(name []byte, _ *byte, typ uint8) error {
-		ents = append(ents, entry{string(name), typ})
-		return nil
-	})
-	return ents, err
-}
-
-// removeEntry removes fd's entry e and all below it; false when nothing
+// removeEntry removes fd's entry n and all below it; false when nothing
 // was removed or moved.
-func (r *remover) removeEntry(fd int, e entry, parent string, depth int) bool {
-	n, path := e.name, parent+"/"+e.name
-	if e.typ != unix.DT_DIR {
-		err := unix.Unlinkat(fd, n, 0)
-		if err == nil || errors.Is(err, unix.ENOENT) {
-			return err == nil
-		}
-		if !isDirAt(fd, n) {
-			r.fail(path, "unlinkat", err)
-			return false
-		}
+func (r *remover) removeEntry(fd int, n, parent string, depth int) bool {
+	path := parent + "/" + n
+	err := unix.Unlinkat(fd, n, 0)
+	if err == nil || errors.Is(err, unix.ENOENT) {
+		return err == nil
+	}
+	if !isDirAt(fd, n) {
+		r.fail(path, "unlinkat", err)
+		return false
 	}
 	if depth+1 >= MaxDepth {
 		// Deep enough: up to the top, to be emptied from there (a rename
