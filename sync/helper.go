@@ -27,7 +27,7 @@ import (
 // sandbox: the host trusts nothing it sends back.
 
 // ProtocolVersion is checked on both sides.
-const ProtocolVersion = 1
+const ProtocolVersion = 2
 
 // HelperRequest is what the host tells the helper for one round trip.
 type HelperRequest struct {
@@ -69,8 +69,9 @@ type HelperDir struct {
 	// Placed counts the entries the host wrote straight into this dir's
 	// workspace (Round.Place: a new local sandbox, before its first
 	// command) instead of sending them; with Reset only. Its patch is
-	// empty; the helper takes a scan of the workspace for its manifest,
-	// and refuses the round trip when the scan's count differs.
+	// empty and followed by the placed list (placedlist.go), which the
+	// helper takes for its manifest; it refuses the round trip when the
+	// list's count differs.
 	Placed int `json:"placed,omitempty"`
 }
 
@@ -620,9 +621,14 @@ func (h *Helper) Apply(push io.Reader) error {
 }
 
 // applyPlaced takes the workspace the host filled (Round.Place) for the
-// sandbox side's manifest: a scan of it, which must find as many entries
-// as the host placed. With a watch, the scan arms it: the command's
-// changes are then found from events, as after any full scan.
+// sandbox side's manifest: the placed list that follows the dir's empty
+// patch, what the host wrote there entry by entry, which must hold as many
+// entries as the host placed. Nothing of the sandbox has run in the
+// workspace yet, so it is the tree as it is: the helper hashes the files
+// still racy (as a scan would) and arms its watch on the listed
+// directories without reading the tree. A later full scan (the periodic
+// verification, any fallback) compares the tree with it as with any
+// manifest.
 func (hd *helperDir) applyPlaced(push io.Reader) error {
 	if !hd.d.Reset {
 		return fmt.Errorf("apply %s: the host placed files into a workspace it synced before (only a new sandbox's first push is placed)", hd.d.Path)
@@ -633,19 +639,31 @@ func (hd *helperDir) applyPlaced(push io.Reader) error {
 	if err != nil {
 		return err
 	}
-	sc := &Scanner{Exclude: hd.ex}
-	var m Manifest
-	if hd.watch != nil {
-		m, err = sc.Rescan(hd.d.Path, nil, hd.watch)
-	} else {
-		m, err = sc.Scan(hd.d.Path, nil)
-	}
+	m, err := readPlacedList(push)
 	if err != nil {
-		return fmt.Errorf("scan %s after the host placed it: %w", hd.d.Path, err)
+		return fmt.Errorf("apply %s: %w", hd.d.Path, err)
+	}
+	// What a scan here would leave out (this side's excludes, a path over
+	// PATH_MAX at this side's root) is not the tree the host placed.
+	for p, e := range m {
+		if hd.ex.Excluded(p, e.Mode.IsDir()) || len(hd.d.Path)+1+len(p) > maxFullPath {
+			delete(m, p)
+		}
 	}
 	if len(m) != hd.d.Placed {
-		return fmt.Errorf("the host placed %d entries in %s, the sandbox side finds %d: the workspace is not the one the host filled (release the session and start again)", hd.d.Placed, hd.d.Path, len(m))
+		return fmt.Errorf("the host placed %d entries in %s, the sandbox side takes %d: the workspace is not the one the host filled (release the session and start again)", hd.d.Placed, hd.d.Path, len(m))
 	}
+	racy := time.Now().Add(-racyWindow).UnixNano()
+	var toHash []string
+	for p, e := range m {
+		if e.Mode.IsRegular() && e.MTime >= racy {
+			toHash = append(toHash, p)
+		}
+	}
+	if err := hashAll(hd.d.Path, m, nil, toHash, racy, 8); err != nil {
+		return fmt.Errorf("hash %s after the host placed it: %w", hd.d.Path, err)
+	}
+	hd.watch.Arm(m)
 	hd.state.Manifest = m
 	hd.dirty = true
 	if hd.watch != nil {

@@ -39,8 +39,10 @@ import (
 //     where the file system has them) without passing through sbx.
 //   - What is placed belongs to dst's owner (the sandbox's host uid when
 //     sbx runs as root), as if the sandbox had written it.
-//   - The helper is told how many entries were placed (HelperDir.Placed);
-//     it scans the workspace for its manifest and refuses the round trip
+//   - The helper is told how many entries were placed (HelperDir.Placed)
+//     and what they are (the placed list after the dir's empty patch, each
+//     entry from the placed file's own fstat): it takes the list for its
+//     manifest instead of scanning the workspace, refuses the round trip
 //     when the count differs, and refuses a push that also carries items
 //     for a placed dir.
 //
@@ -109,6 +111,10 @@ func (r *Round) Place(i int, dst string) error {
 		r.placed = make([]bool, len(r.h.dirs))
 	}
 	r.placed[i] = true
+	if r.placedList == nil {
+		r.placedList = make([]Manifest, len(r.h.dirs))
+	}
+	r.placedList[i] = p.placed
 	r.Request.Dirs[i].Placed = n
 	return nil
 }
@@ -126,6 +132,21 @@ type placer struct {
 
 	mu       gosync.Mutex
 	vanished []string
+	// placed is each entry written, as a scan of dst would record it
+	// (the placed list the helper takes for its manifest).
+	placed Manifest
+}
+
+// record adds placed entries.
+func (p *placer) record(es []pathEntry) {
+	p.mu.Lock()
+	if p.placed == nil {
+		p.placed = Manifest{}
+	}
+	for _, pe := range es {
+		p.placed[pe.p] = pe.e
+	}
+	p.mu.Unlock()
 }
 
 func (p *placer) checkEmpty() error {
@@ -190,6 +211,7 @@ func (p *placer) place(changes []Change) (int, error) {
 			}
 		}
 	}
+	rec := make([]pathEntry, 0, len(dirs)+len(links))
 	for _, c := range links {
 		if err := p.dst.Symlink(c.Entry.Link, c.Path); err != nil {
 			return 0, err
@@ -197,6 +219,13 @@ func (p *placer) place(changes []Change) (int, error) {
 		if err := p.own(nil, c.Path, true); err != nil {
 			return 0, err
 		}
+		fi, err := p.dst.Lstat(c.Path)
+		if err != nil {
+			return 0, err
+		}
+		e, _ := entryOf(fi)
+		e.Link = c.Entry.Link
+		rec = append(rec, pathEntry{c.Path, e})
 	}
 	n := len(dirs) + len(links)
 	work := make(chan *group)
@@ -248,7 +277,9 @@ func (p *placer) place(changes []Change) (int, error) {
 		if err := p.dst.Chmod(dirs[i].Path, dirs[i].Entry.Mode.Perm()); err != nil {
 			return 0, err
 		}
+		rec = append(rec, pathEntry{dirs[i].Path, Entry{Mode: fs.ModeDir | dirs[i].Entry.Mode.Perm()}})
 	}
+	p.record(rec)
 	return n + placed, nil
 }
 
@@ -275,6 +306,7 @@ func (p *placer) files(dir string, files []Change) (int, error) {
 		defer dst.Close()
 	}
 	n := 0
+	rec := make([]pathEntry, 0, len(files))
 	for _, c := range files {
 		ok, err := p.file(src, dst, path.Base(c.Path), c.Entry)
 		if err != nil {
@@ -284,8 +316,15 @@ func (p *placer) files(dir string, files []Change) (int, error) {
 			p.gone([]Change{c})
 			continue
 		}
+		fi, err := dst.Lstat(path.Base(c.Path))
+		if err != nil {
+			return n, fmt.Errorf("%s: %w", c.Path, err)
+		}
+		e, _ := entryOf(fi)
+		rec = append(rec, pathEntry{c.Path, e})
 		n++
 	}
+	p.record(rec)
 	return n, nil
 }
 

@@ -2,6 +2,7 @@ package sync
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"strconv"
@@ -64,8 +65,9 @@ func (p *placer) fastFiles(dir string, files []Change) (n int, ok bool, err erro
 	}
 	defer unix.Close(dd)
 	buf := []byte(nil)
+	rec := make([]pathEntry, 0, len(files))
 	for _, c := range files {
-		placed, err := p.fastFile(sd, dd, path.Base(c.Path), &buf)
+		placed, e, err := p.fastFile(sd, dd, path.Base(c.Path), &buf)
 		if err != nil {
 			return n, true, fmt.Errorf("%s: %w", c.Path, err)
 		}
@@ -73,26 +75,30 @@ func (p *placer) fastFiles(dir string, files []Change) (n int, ok bool, err erro
 			p.gone([]Change{c})
 			continue
 		}
+		rec = append(rec, pathEntry{c.Path, e})
 		n++
 	}
+	p.record(rec)
 	return n, true, nil
 }
 
-func (p *placer) fastFile(sd, dd int, name string, buf *[]byte) (bool, error) {
+// fastFile places one file and returns its entry as a scan of the
+// workspace would record it (the placed file's own fstat).
+func (p *placer) fastFile(sd, dd int, name string, buf *[]byte) (bool, Entry, error) {
 	in, err := openRetry(sd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 	if err == unix.ENOENT || err == unix.ELOOP || err == unix.ENOTDIR || err == unix.ENXIO {
-		return false, nil
+		return false, Entry{}, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("open on the host: %w", err)
+		return false, Entry{}, fmt.Errorf("open on the host: %w", err)
 	}
 	defer unix.Close(in)
 	var st unix.Stat_t
 	if err := unix.Fstat(in, &st); err != nil {
-		return false, err
+		return false, Entry{}, err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return false, nil
+		return false, Entry{}, nil
 	}
 	perm := st.Mode & 0o777
 	// Created with its permissions when the umask leaves them whole (a
@@ -103,7 +109,7 @@ func (p *placer) fastFile(sd, dd int, name string, buf *[]byte) (bool, error) {
 	}
 	out, err := openRetry(dd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
 	if err != nil {
-		return false, fmt.Errorf("create in the workspace: %w", err)
+		return false, Entry{}, fmt.Errorf("create in the workspace: %w", err)
 	}
 	err = p.fastCopy(in, out, st.Size, buf)
 	if err == nil && p.chown {
@@ -115,10 +121,18 @@ func (p *placer) fastFile(sd, dd int, name string, buf *[]byte) (bool, error) {
 	if err == nil {
 		err = futimens(out, st.Mtim)
 	}
+	var e Entry
+	if err == nil {
+		var placed unix.Stat_t
+		if err = unix.Fstat(out, &placed); err == nil {
+			e = Entry{Mode: fs.FileMode(placed.Mode & 0o777), Size: placed.Size,
+				MTime: placed.Mtim.Nano(), CTime: placed.Ctim.Nano(), Ino: placed.Ino}
+		}
+	}
 	if cerr := unix.Close(out); err == nil {
 		err = cerr
 	}
-	return err == nil, err
+	return err == nil, e, err
 }
 
 // fastCopy copies size bytes (fewer if the file shrank) in the kernel, or

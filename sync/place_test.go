@@ -241,13 +241,47 @@ func TestPlacedPushChecked(t *testing.T) {
 		}
 		return h.Apply(bytes.NewReader(push))
 	}
-	t.Run("entry more", func(t *testing.T) {
+	t.Run("entry planted after the placing", func(t *testing.T) {
+		// Nothing of the sandbox runs between the placing and the
+		// helper; were a file there all the same, it is not taken for
+		// the host's: a full scan finds it the sandbox's own.
 		p, r, req := setup(t)
+		os.MkdirAll(p.hstate+"-host", 0o700)
 		put(t, filepath.Join(p.sandbox, "d/planted"), "x")
 		var push bytes.Buffer
 		r.WritePush(&push)
-		if err := apply(req, push.Bytes()); err == nil || !strings.Contains(err.Error(), "finds 4") {
-			t.Fatalf("apply over a workspace with an entry more: %v", err)
+		h, err := NewHelper(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Apply(bytes.NewReader(push.Bytes())); err != nil {
+			t.Fatalf("apply: %v", err)
+		}
+		if _, ok := h.dirs[0].state.Manifest["d/planted"]; ok || len(h.dirs[0].state.Manifest) != 3 {
+			t.Fatalf("the helper's manifest holds %d entries (planted: %v), want the 3 placed", len(h.dirs[0].state.Manifest), ok)
+		}
+		var pull bytes.Buffer
+		reply := h.Collect(&pull)
+		if err := r.ReadPull(&pull); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := r.Finish(reply)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// This helper has no watch: its scan after the command is a
+		// full one (a watching one's next full scan does the same).
+		if rep.Applied != 1 || read(t, filepath.Join(p.host, "d/planted")) != "x" {
+			t.Fatalf("the planted file after a full scan: %+v, host has %q", rep, read(t, filepath.Join(p.host, "d/planted")))
+		}
+	})
+	t.Run("list short", func(t *testing.T) {
+		_, r, req := setup(t)
+		req.Dirs[0].Placed = 4
+		var push bytes.Buffer
+		r.WritePush(&push)
+		if err := apply(req, push.Bytes()); err == nil || !strings.Contains(err.Error(), "takes 3") {
+			t.Fatalf("apply of a placed list short of the count: %v", err)
 		}
 	})
 	t.Run("items for a placed dir", func(t *testing.T) {
@@ -443,6 +477,64 @@ func TestPlacedStateSavedInBackground(t *testing.T) {
 				t.Fatalf("the sandbox's change: %+v", rep)
 			}
 			p.same()
+		})
+	}
+}
+
+// TestPlacedListIsTheScan: what the host says it placed is, entry by entry,
+// what a scan of the workspace records (modes, sizes, mtimes, change
+// times, inodes, link targets), the directories' after their last child,
+// with the system calls and the portable way: the helper takes it for its
+// manifest instead of scanning.
+func TestPlacedListIsTheScan(t *testing.T) {
+	for _, fast := range []bool{true, false} {
+		t.Run(fmt.Sprint("fast=", fast), func(t *testing.T) {
+			placeFast = fast
+			defer func() { placeFast = true }()
+			p := newPair(t)
+			placeTree(t, p.host)
+			p.open() // reads the tree's .sbxignore
+			t.Cleanup(func() { os.Chmod(filepath.Join(p.sandbox, "locked"), 0o755) })
+			r, _, err := p.h.Begin()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Place(0, p.sandbox); err != nil {
+				t.Fatal(err)
+			}
+			list := r.placedList[0]
+			var buf bytes.Buffer
+			if err := writePlacedList(&buf, list); err != nil {
+				t.Fatal(err)
+			}
+			got, err := readPlacedList(&buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ex, err := NewMatcher(append(append([]string{}, DefaultExcludes...), r.Request.Dirs[0].Exclude...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			scan, err := (&Scanner{Exclude: ex}).Scan(p.sandbox, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(scan) || len(got) != r.Request.Dirs[0].Placed {
+				t.Fatalf("placed list %d entries, scan %d, placed count %d", len(got), len(scan), r.Request.Dirs[0].Placed)
+			}
+			links := 0
+			for path, e := range scan {
+				e.Hash, e.Verified = "", false
+				if g, ok := got[path]; !ok || g != e {
+					t.Errorf("%s: placed list %+v, scan %+v", path, g, e)
+				}
+				if e.isLink() {
+					links++
+				}
+			}
+			if links == 0 {
+				t.Fatal("the tree has no symlink: the test does not check them")
+			}
 		})
 	}
 }

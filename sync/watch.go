@@ -178,6 +178,53 @@ func (s *Scanner) Rescan(root string, prev Manifest, w *Watch) (Manifest, error)
 	return s.rescan(root, prev, w)
 }
 
+// Arm starts w watching every directory of root that m lists, without
+// reading the tree, for a caller that knows root to be as m says (the
+// helper, after the host placed a new sandbox's first push and said what
+// it wrote): as after a full scan, the next Update takes the events. Where
+// watching fails (the watch limit) the next scan is a full one.
+func (w *Watch) Arm(m Manifest) {
+	if w == nil || w.off != "" {
+		return
+	}
+	w.log("armed from a known tree", "why", w.full)
+	w.Close()
+	n, err := newInotify(w.root)
+	if err != nil {
+		w.off = err.Error()
+		return
+	}
+	w.n = n
+	dirs := []string{""}
+	for p, e := range m {
+		if e.Mode.IsDir() {
+			dirs = append(dirs, p)
+		}
+	}
+	sort.Strings(dirs) // parents first
+	w.full = ""
+	for _, d := range dirs {
+		if err := n.add(d); err != nil {
+			w.Close()
+			if errors.Is(err, errWatchLimit) {
+				w.off = err.Error()
+				if w.Log != nil {
+					w.Log.Warn("watching stopped", "dir", w.root, "err", err)
+				}
+			} else {
+				w.full = err.Error()
+			}
+			break
+		}
+	}
+	clear(w.unsettled)
+	for p, e := range m {
+		if e.Hash != "" && !e.Verified {
+			w.unsettled[p] = true
+		}
+	}
+}
+
 func (s *Scanner) rescan(root string, m Manifest, w *Watch) (Manifest, error) {
 	if w != nil && w.off == "" {
 		w.log("full scan", "why", w.full)
