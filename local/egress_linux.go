@@ -157,7 +157,7 @@ func planEgress(ctx context.Context, eg *Egress, spec sandbox.Spec) (*egressPlan
 
 // startEgress starts the proxy process for a served init and waits until
 // it holds the init's egress stream.
-func startEgress(ctx context.Context, plan *egressPlan, stateDir string, timeout time.Duration) error {
+func startEgress(ctx context.Context, plan *egressPlan, bin *os.File, stateDir string, timeout time.Duration) error {
 	raw, err := json.Marshal(plan.cfg)
 	if err != nil {
 		return err
@@ -181,8 +181,8 @@ func startEgress(ctx context.Context, plan *egressPlan, stateDir string, timeout
 	}
 	defer logFile.Close()
 	// The host's environment: an inject value may be a host variable.
-	// Claim has already decided which binary (stageExe): no logger here.
-	exe, extra, exeEnv := stageCommand(nil, []*os.File{cfgR, readyW})
+	// Claim has already decided which binary (stageFor).
+	exe, extra, exeEnv := commandFor(bin, []*os.File{cfgR, readyW})
 	env := append(append(os.Environ(), envStage+"=egress"), exeEnv...)
 	cmd := &exec.Cmd{
 		Path: exe, Args: []string{"sbx-egress", plan.cfg.Name}, Env: env, Dir: "/",

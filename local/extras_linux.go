@@ -4,6 +4,7 @@ package local
 
 import (
 	"context"
+	"os"
 	"time"
 
 	"github.com/sbx-sh/sbx/sandbox"
@@ -15,6 +16,7 @@ import (
 type claimExtras struct {
 	plan *egressPlan
 	env  []string
+	bin  *os.File // the stages' binary (stageFor; nil: /proc/self/exe)
 }
 
 func (p *Provider) extras(ctx context.Context, spec *sandbox.Spec, ids hostIDs) (*claimExtras, error) {
@@ -52,5 +54,5 @@ func (x *claimExtras) start(ctx context.Context, stateDir string, timeout time.D
 	if x.plan == nil {
 		return nil
 	}
-	return startEgress(ctx, x.plan, stateDir, timeout)
+	return startEgress(ctx, x.plan, x.bin, stateDir, timeout)
 }

@@ -187,7 +187,8 @@ func (p *Provider) Claim(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	// uid 1000, the only id mapped, before it builds anything else: see
 	// takeHostPaths. Setgroups is allowed only for root, who must drop its
 	// supplementary groups there; an ordinary user may not allow it.
-	exe, extra, exeEnv := stageCommand(p.Log, extra)
+	add.bin = stageFor(p.Log, spec.Mounts)
+	exe, extra, exeEnv := commandFor(add.bin, extra)
 	cmd := &exec.Cmd{
 		Path:       exe,
 		Args:       []string{"sbx-init", spec.Name},

@@ -14,6 +14,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sbx-sh/sbx/sandbox"
 )
 
 // The stages the host starts (setup, and with it the init and its workers;
@@ -70,16 +72,49 @@ func logDebug(log *slog.Logger, msg string, args ...any) {
 	}
 }
 
-// stageCommand is the program path and the extra files of a stage started
-// with extra as its ExtraFiles: the verified binary rides along as the
-// last extra file and is executed by its number in the child, where Go has
-// put it (ExtraFiles[i] is descriptor 3+i there). It also returns the
-// environment entry that tells the stage which descriptor to close.
-func stageCommand(log *slog.Logger, extra []*os.File) (path string, files []*os.File, env []string) {
-	return commandFor(stageExe(log), extra)
+// stageFor is the binary the stages of a sandbox with mounts run (nil:
+// /proc/self/exe): stageExe's, unless it lies below a directory the
+// sandbox can write (a code dir, whose changes the sync writes back to the
+// host as the user's own files, its workspace, a cache). There the
+// sandbox could put a file of its own at the name, and the owner, mode
+// and build checks would pass it: the owner is the user's after the pull-
+// back, the mode the sandbox's choice, and the build information only
+// data in the file, which a patched copy of the real one keeps. The setup
+// stage runs it with capabilities in the sandbox's new namespaces, before
+// the root is built, and the egress stage on the host.
+func stageFor(log *slog.Logger, mounts []sandbox.Mount) *os.File {
+	f := stageExe(log)
+	if f == nil {
+		return nil
+	}
+	dir := filepath.Dir(stageBin.path)
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
+	for _, m := range mounts {
+		if m.ReadOnly {
+			continue
+		}
+		for _, p := range []string{m.Source, m.Target} {
+			if real, err := filepath.EvalSymlinks(p); err == nil {
+				p = real
+			}
+			if within(p, dir) {
+				logDebug(log, "sandbox stages run this binary (/proc/self/exe)", "why",
+					fmt.Sprintf("%s lies in %s, which the sandbox can write", stageBin.path, p))
+				return nil
+			}
+		}
+	}
+	return f
 }
 
-// commandFor is stageCommand for the binary open as f (nil: /proc/self/exe).
+// commandFor is the program path and the extra files of a stage started
+// with extra as its ExtraFiles, for the binary open as f (nil:
+// /proc/self/exe): the verified binary rides along as the last extra file
+// and is executed by its number in the child, where Go has put it
+// (ExtraFiles[i] is descriptor 3+i there). It also returns the environment
+// entry that tells the stage which descriptor to close.
 func commandFor(f *os.File, extra []*os.File) (path string, files []*os.File, env []string) {
 	if f == nil {
 		// The entry still overrides one the host's environment might carry
@@ -92,7 +127,7 @@ func commandFor(f *os.File, extra []*os.File) (path string, files []*os.File, en
 }
 
 // closeStageExe closes the descriptor a stage's binary came in on (see
-// stageCommand): the stage does not need it, and nothing it starts may
+// commandFor): the stage does not need it, and nothing it starts may
 // inherit it.
 func closeStageExe() {
 	v := os.Getenv(envExeFd)
