@@ -475,7 +475,8 @@ func (r *Round) WritePush(w io.Writer) error {
 		if err := WritePatch(w, d.cfg.Path, changes); err != nil {
 			return err
 		}
-		if placed {
+		if placed && r.Request.Dirs[i].Placed > 0 {
+			// (A dir that placed nothing is taken as an empty push.)
 			if err := writePlacedList(w, r.placedList[i]); err != nil {
 				return err
 			}

@@ -538,3 +538,47 @@ func TestPlacedListIsTheScan(t *testing.T) {
 		})
 	}
 }
+
+// TestPlaceEmptyCodeDir: an empty code dir's first push places nothing and
+// the round trip goes on as for an empty streamed push (nothing after the
+// patch: the placed list of nothing was trailing data).
+func TestPlaceEmptyCodeDir(t *testing.T) {
+	for _, watched := range []bool{false, true} {
+		t.Run(fmt.Sprint("watched=", watched), func(t *testing.T) {
+			WatchHelper = watched
+			defer func() { WatchHelper = false }()
+			p := newPair(t)
+			os.MkdirAll(p.hstate+"-host", 0o700)
+			r, _, err := p.h.Begin()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Place(0, p.sandbox); err != nil {
+				t.Fatal(err)
+			}
+			helper := p.helper(r)
+			var push bytes.Buffer
+			if err := r.WritePush(&push); err != nil {
+				t.Fatal(err)
+			}
+			if err := helper.Apply(&push); err != nil {
+				t.Fatal(err)
+			}
+			if err := ExpectEnd(&push); err != nil {
+				t.Fatalf("after the empty code dir's push: %v", err)
+			}
+			var pull bytes.Buffer
+			reply := helper.Collect(&pull)
+			if err := r.ReadPull(&pull); err != nil {
+				t.Fatal(err)
+			}
+			if rep, err := r.Finish(reply); err != nil || rep.Pushed != 0 || rep.Applied != 0 {
+				t.Fatalf("first round of an empty code dir: %+v, %v", rep, err)
+			}
+			if rep := p.sync(func() { put(t, filepath.Join(p.sandbox, "new.txt"), "n") }); rep.Applied != 1 {
+				t.Fatalf("the sandbox's file: %+v", rep)
+			}
+			p.same()
+		})
+	}
+}
