@@ -22,6 +22,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sbx-sh/sbx/internal/rmtree"
 	"github.com/sbx-sh/sbx/sandbox"
 )
 
@@ -72,15 +73,6 @@ type state struct {
 func within(dir, p string) bool {
 	rel, err := filepath.Rel(filepath.Clean(dir), filepath.Clean(p))
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../") && !filepath.IsAbs(rel)
-}
-
-// mountSources are the host paths bound into the sandbox.
-func mountSources(ms []sandbox.Mount) []string {
-	var out []string
-	for _, m := range ms {
-		out = append(out, m.Source)
-	}
-	return out
 }
 
 // Claim starts a new sandbox init for spec and waits until it serves.
@@ -151,12 +143,31 @@ func (p *Provider) Claim(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		// must read and write, the workspaces and the copies of the sync
 		// paths. Only what lies in the session's state dir is sbx's to
 		// give; a mount from elsewhere keeps its owner.
-		for _, d := range mountSources(spec.Mounts) {
+		for _, m := range spec.Mounts {
+			d := m.Source
 			if !within(spec.StateDir, d) {
 				continue
 			}
 			if err := chownTree(d, ids); err != nil {
-				return nil, err
+				// A writable mount the last sandbox of the session filled
+				// (its cache = "session" caches; the workspaces are new and
+				// empty here) with what cannot be walked by path (a chain of
+				// directories past PATH_MAX): every later claim of the
+				// session failed on it. A cache is only a cache: it starts
+				// empty instead.
+				if fi, lerr := os.Lstat(d); m.ReadOnly || lerr != nil || !fi.IsDir() {
+					return nil, err
+				}
+				logDebug(p.Log, "a writable mount the last sandbox left could not be given to the new one: emptied", "dir", d, "why", err)
+				if rerr := rmtree.Path(d); rerr != nil {
+					return nil, err
+				}
+				if err := os.Mkdir(d, 0o755); err != nil {
+					return nil, err
+				}
+				if err := os.Lchown(d, ids.UID, ids.GID); err != nil {
+					return nil, err
+				}
 			}
 		}
 	}
