@@ -296,6 +296,11 @@ func (hd *helperDir) load(use bool, key string) {
 	if ls != nil && ls.saving != nil {
 		<-ls.saving.done
 		ls.sig, ls.saving = ls.saving.sig, nil
+	} else if ls == nil {
+		// A round trip that failed after its Apply started a save (the
+		// placed list's) left no state in memory: the file is read once
+		// that save is written, not while.
+		WaitSaves()
 	}
 	if ls != nil && ls.key != key {
 		ls.watch.Close()
