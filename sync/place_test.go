@@ -396,19 +396,7 @@ func TestPlacedStateSavedInBackground(t *testing.T) {
 			p := newPair(t)
 			p.place = true
 			agedTree(t, p.host, 200)
-			os.MkdirAll(p.hstate+"-host", 0o700)
-			r, _, err := p.h.Begin()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := r.Place(0, p.sandbox); err != nil {
-				t.Fatal(err)
-			}
-			helper := p.helper(r)
-			var push bytes.Buffer
-			if err := r.WritePush(&push); err != nil {
-				t.Fatal(err)
-			}
+			r, helper, push := placedRound(t, p)
 			hold := make(chan struct{})
 			var died atomic.Bool
 			beforeBackgroundSave = func() bool { <-hold; return !died.Load() }
@@ -422,7 +410,7 @@ func TestPlacedStateSavedInBackground(t *testing.T) {
 				WaitSaves()
 			}
 			defer unhold()
-			if err := helper.Apply(&push); err != nil {
+			if err := helper.Apply(push); err != nil {
 				t.Fatal(err)
 			}
 			hostTimes := map[string]time.Time{}
@@ -548,23 +536,11 @@ func TestPlaceEmptyCodeDir(t *testing.T) {
 			WatchHelper = watched
 			defer func() { WatchHelper = false }()
 			p := newPair(t)
-			os.MkdirAll(p.hstate+"-host", 0o700)
-			r, _, err := p.h.Begin()
-			if err != nil {
+			r, helper, push := placedRound(t, p)
+			if err := helper.Apply(push); err != nil {
 				t.Fatal(err)
 			}
-			if err := r.Place(0, p.sandbox); err != nil {
-				t.Fatal(err)
-			}
-			helper := p.helper(r)
-			var push bytes.Buffer
-			if err := r.WritePush(&push); err != nil {
-				t.Fatal(err)
-			}
-			if err := helper.Apply(&push); err != nil {
-				t.Fatal(err)
-			}
-			if err := ExpectEnd(&push); err != nil {
+			if err := ExpectEnd(push); err != nil {
 				t.Fatalf("after the empty code dir's push: %v", err)
 			}
 			var pull bytes.Buffer
@@ -581,4 +557,24 @@ func TestPlaceEmptyCodeDir(t *testing.T) {
 			p.same()
 		})
 	}
+}
+
+// placedRound begins p's first round, places it and writes its push: the
+// round, its helper and the push, for a test to go on by hand.
+func placedRound(t *testing.T, p *pair) (*Round, *Helper, *bytes.Buffer) {
+	t.Helper()
+	os.MkdirAll(p.hstate+"-host", 0o700)
+	r, _, err := p.h.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Place(0, p.sandbox); err != nil {
+		t.Fatal(err)
+	}
+	helper := p.helper(r)
+	var push bytes.Buffer
+	if err := r.WritePush(&push); err != nil {
+		t.Fatal(err)
+	}
+	return r, helper, &push
 }
