@@ -2,12 +2,14 @@ package inpod
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -153,7 +155,11 @@ func readPidFile(p string) ([]byte, error) {
 
 // killTree kills every descendant of pid (not pid itself), repeating until
 // none is left, since a dying process's children are re-parented to pid (a
-// subreaper) and may still fork meanwhile.
+// subreaper) and may still fork meanwhile. Parents go before their
+// children: a shell whose child was killed first could run its next
+// command before its own kill came (seen under gVisor: `sleep 303; echo
+// not-reached` printed after the timeout), while one with a SIGKILL
+// pending runs nothing more.
 func killTree(pid int) {
 	for round := 0; round < 50; round++ {
 		kids := descendants(pid)
@@ -167,7 +173,8 @@ func killTree(pid int) {
 	}
 }
 
-// descendants lists the live descendants of pid from /proc.
+// descendants lists the live descendants of pid from /proc, parents
+// before their children.
 func descendants(pid int) []int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -195,14 +202,26 @@ func descendants(pid int) []int {
 		pp, _ := strconv.Atoi(f[1])
 		parent[p] = pp
 	}
-	var out []int
+	return below(parent, pid)
+}
+
+// below lists the processes under pid in the tree parent describes (a
+// process's parent by pid), shallowest first.
+func below(parent map[int]int, pid int) []int {
+	type kid struct{ pid, depth int }
+	var out []kid
 	for p := range parent {
-		for q, n := parent[p], 0; q != 0 && n < 64; q, n = parent[q], n+1 {
+		for q, n := parent[p], 1; q != 0 && n <= 64; q, n = parent[q], n+1 {
 			if q == pid {
-				out = append(out, p)
+				out = append(out, kid{p, n})
 				break
 			}
 		}
 	}
-	return out
+	slices.SortFunc(out, func(a, b kid) int { return cmp.Or(cmp.Compare(a.depth, b.depth), cmp.Compare(a.pid, b.pid)) })
+	pids := make([]int, len(out))
+	for i, k := range out {
+		pids[i] = k.pid
+	}
+	return pids
 }
