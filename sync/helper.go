@@ -661,7 +661,7 @@ func (hd *helperDir) applyPlaced(push io.Reader) error {
 	racy := time.Now().Add(-racyWindow).UnixNano()
 	var toHash []string
 	for p, e := range m {
-		if e.Mode.IsRegular() && e.MTime >= racy {
+		if _, need := hashDecision(p, e, nil, racy); need && e.Mode.IsRegular() {
 			toHash = append(toHash, p)
 		}
 	}
@@ -847,14 +847,14 @@ func (h *Helper) Collect(pull io.Writer) HelperReply {
 		if len(u) > 0 {
 			hd.state.Undo, hd.state.PendingSeq = u, h.req.Seq
 		}
-		if (len(send) > 0 || hd.dirty) && hd.watch != nil {
-			// A long-lived process: written after the reply (release).
-			hd.saveLater = true
-		} else if len(send) > 0 || hd.dirty {
-			// Else nothing to acknowledge (what changed was kept here,
-			// and is undone and reported again next time, as the state
-			// file says): the file stays as it is.
-			if err := hd.save(); err != nil {
+		// Else nothing to acknowledge (what changed was kept here, and is
+		// undone and reported again next time, as the state file says):
+		// the file stays as it is.
+		if len(send) > 0 || hd.dirty {
+			if hd.watch != nil {
+				// A long-lived process: written after the reply (release).
+				hd.saveLater = true
+			} else if err := hd.save(); err != nil {
 				h.abandon()
 				h.reply.Error = err.Error()
 				return h.reply

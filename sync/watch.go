@@ -187,14 +187,10 @@ func (w *Watch) Arm(m Manifest) {
 	if w == nil || w.off != "" {
 		return
 	}
-	w.log("armed from a known tree", "why", w.full)
-	w.Close()
-	n, err := newInotify(w.root)
-	if err != nil {
-		w.off = err.Error()
+	w.renew(w.root, "armed from a known tree")
+	if w.n == nil {
 		return
 	}
-	w.n = n
 	dirs := []string{""}
 	for p, e := range m {
 		if e.Mode.IsDir() {
@@ -202,23 +198,47 @@ func (w *Watch) Arm(m Manifest) {
 		}
 	}
 	sort.Strings(dirs) // parents first
-	w.full = ""
+	var err error
 	for _, d := range dirs {
-		if err := n.add(d); err != nil {
-			w.Close()
-			if errors.Is(err, errWatchLimit) {
-				w.off = err.Error()
-				if w.Log != nil {
-					w.Log.Warn("watching stopped", "dir", w.root, "err", err)
-				}
-			} else {
-				w.full = err.Error()
-			}
+		if err = w.n.add(d); err != nil {
 			break
 		}
 	}
+	w.armed(err, m)
+}
+
+// renew replaces w's inotify instance with a new one, before the tree is
+// watched again from scratch (watching is off when none can be made).
+func (w *Watch) renew(root, what string) {
+	w.log(what, "why", w.full)
+	w.Close()
+	n, err := newInotify(root)
+	if err != nil {
+		w.off = err.Error()
+	} else {
+		w.n = n
+	}
+}
+
+// armed takes how arming the whole tree went (err: the first watch that
+// failed; past the watch limit watching stops for good, else the next scan
+// is a full one) and which of cur's files stay unsettled.
+func (w *Watch) armed(err error, cur Manifest) {
+	if err != nil {
+		w.Close()
+		if errors.Is(err, errWatchLimit) {
+			w.off = err.Error()
+			if w.Log != nil {
+				w.Log.Warn("watching stopped", "dir", w.root, "err", err)
+			}
+		} else {
+			w.full = err.Error()
+		}
+	} else {
+		w.full = ""
+	}
 	clear(w.unsettled)
-	for p, e := range m {
+	for p, e := range cur {
 		if e.Hash != "" && !e.Verified {
 			w.unsettled[p] = true
 		}
@@ -227,14 +247,7 @@ func (w *Watch) Arm(m Manifest) {
 
 func (s *Scanner) rescan(root string, m Manifest, w *Watch) (Manifest, error) {
 	if w != nil && w.off == "" {
-		w.log("full scan", "why", w.full)
-		w.Close()
-		n, err := newInotify(root)
-		if err != nil {
-			w.off = err.Error()
-		} else {
-			w.n = n
-		}
+		w.renew(root, "full scan")
 	}
 	fullScans.Add(1)
 	s.watch = nil
@@ -250,25 +263,7 @@ func (s *Scanner) rescan(root string, m Manifest, w *Watch) (Manifest, error) {
 		return nil, err
 	}
 	if w != nil {
-		if s.watchErr != nil {
-			w.Close()
-			if errors.Is(s.watchErr, errWatchLimit) {
-				w.off = s.watchErr.Error()
-				if w.Log != nil {
-					w.Log.Warn("watching stopped", "dir", w.root, "err", s.watchErr)
-				}
-			} else {
-				w.full = s.watchErr.Error()
-			}
-		} else {
-			w.full = ""
-		}
-		clear(w.unsettled)
-		for p, e := range cur {
-			if e.Hash != "" && !e.Verified {
-				w.unsettled[p] = true
-			}
-		}
+		w.armed(s.watchErr, cur)
 	}
 	s.watchErr = nil
 	return cur, nil
