@@ -113,12 +113,12 @@ type startInfo struct {
 	Cwd     string
 }
 
-// privateDir checks that dir is a directory of this user's that no one else
-// may enter or write (0700 or narrower). A client's connect checks the same
-// on the descriptor it connects through (dialPrivate).
 // lockName is the daemons' lock file in the state dir: one serves.
 const lockName = "hostd.lock"
 
+// privateDir checks that dir is a directory of this user's that no one else
+// may enter or write (0700 or narrower). A client's connect checks the same
+// on the descriptor it connects through (dialPrivate).
 func privateDir(dir string) error {
 	fi, err := os.Lstat(dir)
 	if err != nil {
