@@ -145,7 +145,7 @@ func (p *Provider) Claim(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		// give; a mount from elsewhere keeps its owner.
 		for _, m := range spec.Mounts {
 			d := m.Source
-			if !within(spec.StateDir, d) {
+			if !within(spec.StateDir, d) && (spec.WorkRoot == "" || !within(spec.WorkRoot, d)) {
 				continue
 			}
 			if err := chownTree(d, ids); err != nil {
@@ -172,6 +172,16 @@ func (p *Provider) Claim(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		}
 	}
 	cg, cgErr := newCgroups(filepath.Base(spec.StateDir), spec.Limits)
+	if spec.WorkRoot != "" && (cgErr != nil || spec.Limits.MemoryBytes <= 0) {
+		// A workspace in memory is bounded by the memory cgroup alone.
+		why := "no memory limit"
+		if cgErr != nil {
+			why = cgErr.Error()
+		} else if cg != nil {
+			cg.remove()
+		}
+		return nil, fmt.Errorf("the workspaces are in memory (%s) but nothing bounds what the sandbox writes there: %s; set workspace = \"disk\"", spec.WorkRoot, why)
+	}
 	cfg := initConfig{
 		Name: spec.Name, RootDir: rootDir, Mounts: spec.Mounts, Network: net,
 		IdleTTL: spec.IdleTTL.Milliseconds(), Limits: spec.Limits, Rlimits: cgErr != nil,

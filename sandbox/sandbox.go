@@ -72,6 +72,12 @@ type Spec struct {
 	// StateDir is a directory private to this session where the backend may
 	// keep its files. It exists before Claim is called.
 	StateDir string
+	// WorkRoot, when set, is another directory private to this session
+	// that holds some of its Mounts' sources: the workspaces kept in memory
+	// (a tmpfs; see the local backend's MemoryWorkRoot). The backend treats
+	// what lies below it as it treats StateDir's, and must bound what the
+	// sandbox writes there by its memory limit.
+	WorkRoot string
 	Mounts   []Mount
 	Network  Network
 	Limits   Limits
