@@ -136,6 +136,10 @@ func (s *Session) folded() bool {
 // workspaces) set aside first and removed after the caller goes on where
 // the backend can. Called with the session's lock file held.
 func (m *Manager) removeState(dir string) error {
+	// Workspaces in memory go in line: a tmpfs has no disk to wait on.
+	if err := removeMemoryWork(dir); err != nil {
+		return fmt.Errorf("remove the session's workspaces in memory: %w (remove them by hand once no sbx uses them)", err)
+	}
 	work := filepath.Join(dir, "work")
 	if fi, err := os.Lstat(work); err == nil && fi.IsDir() {
 		if name, err := m.setAside(work); err == nil {

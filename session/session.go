@@ -88,6 +88,9 @@ type Params struct {
 	// on the host, not a walk of every code dir. A full verification scan
 	// runs off the critical path every VerifyEvery while commands come.
 	Watch bool
+	// MemoryWorkspace keeps a small tree's workspaces in memory where the
+	// backend can (workspace.go): config workspace = "auto".
+	MemoryWorkspace bool
 }
 
 // VerifyEvery is how often a watching session checks its watches with a
@@ -150,6 +153,9 @@ type Session struct {
 	// placeable: the sandbox was just claimed and no round trip has run
 	// in it yet (placeFirstPush, place.go); run.
 	placeable bool
+	// work is the directory of the workspaces (workRoot): the state dir's
+	// work, or one in memory (workspace.go). Guarded by run.
+	work string
 	// first is the first round trip's host half, begun beside the claim
 	// (firstround.go); run.
 	first *firstRound
@@ -336,6 +342,9 @@ func (s *Session) spec() sandbox.Spec {
 		Name: s.name, StateDir: s.dir, Network: s.params.Network,
 		Limits: s.params.Limits, IdleTTL: s.params.IdleTTL, Progress: s.params.Progress,
 	}
+	if s.inMemory() {
+		spec.WorkRoot = s.workRoot()
+	}
 	for i, d := range s.params.CodeDirs {
 		spec.Mounts = append(spec.Mounts, sandbox.Mount{Source: s.workDir(i), Target: d})
 	}
@@ -345,10 +354,11 @@ func (s *Session) spec() sandbox.Spec {
 	return spec
 }
 
-func (s *Session) workDir(i int) string { return filepath.Join(s.dir, "work", strconv.Itoa(i)) }
+func (s *Session) workDir(i int) string { return filepath.Join(s.workRoot(), strconv.Itoa(i)) }
 
 // wipe removes everything the session keeps on disk but its lock.
 func (s *Session) wipe() {
+	s.removeWorkspaces()
 	entries, _ := os.ReadDir(s.dir)
 	for _, e := range entries {
 		if e.Name() != "lock" {
@@ -369,10 +379,12 @@ func (s *Session) claim(ctx context.Context) error {
 		}
 	}
 	s.discardFirstRound()
-	// What the last sandbox made read-only goes too (cache.Remove): as an
-	// ordinary user os.RemoveAll cannot empty such a directory, and the new
-	// sandbox found the old one's files.
-	cache.Remove(filepath.Join(s.dir, "work"))
+	// The last sandbox's files go, wherever they were: the new sandbox
+	// found them.
+	s.removeWorkspaces()
+	if err := s.chooseWorkRoot(); err != nil {
+		return fmt.Errorf("record where the workspaces are: %w", err)
+	}
 	for i, d := range s.params.CodeDirs {
 		fi, err := os.Stat(d)
 		if err != nil {
@@ -399,10 +411,17 @@ func (s *Session) claim(ctx context.Context) error {
 	sb, err := s.m.prov.Claim(ctx, s.spec())
 	if err != nil {
 		s.discardFirstRound()
-		os.RemoveAll(filepath.Join(s.dir, "work"))
+		s.removeWorkspaces()
 		return fmt.Errorf("claim %s sandbox: %w", s.m.prov.Name(), err)
 	}
 	s.m.log.Debug("claimed sandbox", "session", s.name, "backend", s.m.prov.Name(), "took", time.Since(start))
+	if s.usage != nil {
+		// The workspaces may have moved (disk, memory): count the new ones.
+		for i, u := range s.usage {
+			u.Close()
+			s.usage[i] = sbxsync.NewUsage(s.workDir(i))
+		}
+	}
 	s.stubs = s.stubFiles()
 	s.sb = sb
 	s.placeable = true

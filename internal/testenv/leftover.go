@@ -17,7 +17,7 @@ import (
 // host daemon (sbx __hostd DIR, DIR below root), each session's init (the
 // pid and start time its local.json records, so a reused pid is left
 // alone; killing the init ends its whole pid namespace) and the cgroups
-// it names. A test that fails, breaks its session on purpose or whose
+// it names, and the workspaces in memory it recorded. A test that fails, breaks its session on purpose or whose
 // release fails must still leave no process behind. It returns what it
 // had to end, for the test's log: empty when the release did its work.
 func EndSandboxes(root string) []string {
@@ -71,6 +71,28 @@ func EndSandboxes(root string) []string {
 					err := os.Remove(cg)
 					return err == nil || os.IsNotExist(err)
 				})
+			}
+		}
+		return nil
+	})
+	// Workspaces kept in memory (a tmpfs outside root) that no release
+	// removed: the state dir's workroot file names them.
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.IsDir() && (d.Name() == "work" || d.Name() == "rootfs" || d.Name() == "cache") {
+			return filepath.SkipDir
+		}
+		if d.Name() != "workroot" {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		w := strings.TrimSpace(string(b))
+		if err == nil && filepath.IsAbs(w) && strings.HasPrefix(filepath.Base(filepath.Dir(w)), "sbx-") {
+			if _, err := os.Lstat(w); err == nil {
+				os.RemoveAll(w)
+				ended = append(ended, fmt.Sprintf("workspaces in memory %s of %s", w, filepath.Dir(p)))
 			}
 		}
 		return nil
