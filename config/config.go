@@ -48,6 +48,10 @@ type Config struct {
 	// Cache is "shared" (sbx's package caches, shared by the user's
 	// sessions), "session" (caches of the session's own) or "none".
 	Cache string
+	// Workspace is "auto" (a small tree's workspaces in memory, where the
+	// local backend can bound them by the sandbox's memory cgroup) or
+	// "disk" (always in the session's state dir).
+	Workspace string
 	// HostCaches names host caches mounted read-only ("go-mod").
 	HostCaches []string
 	// IdleTTL releases a kept session that has run nothing for this long.
@@ -123,6 +127,7 @@ func Defaults() Config {
 		Backend:      "local",
 		Network:      "none",
 		Cache:        "shared",
+		Workspace:    "auto",
 		IdleTTL:      30 * time.Minute,
 		HostDaemon:   true,
 		Memory:       4 << 30,

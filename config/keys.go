@@ -92,6 +92,13 @@ var Keys = []*Key{
 		parse:  enumValue("want \"shared\", \"session\" or \"none\"", checkCache),
 		get:    func(c *Config) any { return c.Cache }, set: func(c *Config, v any) { c.Cache = v.(string) },
 		narrows: func(cur, v any) bool { return v.(string) != "shared" || cur.(string) == "shared" }},
+	// workspace = "disk" costs the project nothing to ask for; "auto"
+	// (memory for a small tree) only the user may choose.
+	{Name: "workspace", Default: `"auto"`, Env: []string{"SBX_WORKSPACE"}, Sources: trusted | ProjectFileSource,
+		Narrow: `"disk"`,
+		parse:  enumValue("want \"auto\" or \"disk\"", checkWorkspace),
+		get:    func(c *Config) any { return c.Workspace }, set: func(c *Config, v any) { c.Workspace = v.(string) },
+		narrows: func(cur, v any) bool { return v.(string) == "disk" || cur.(string) == v.(string) }},
 	{Name: "host_caches", Default: "none", Env: []string{"SBX_HOST_CACHES"}, Sources: trusted | ProjectFileSource,
 		Narrow: "a subset of the list so far",
 		parse:  listAny("want a list of host caches such as [\"go-mod\"]", splitNames, checkHostCache),
@@ -317,6 +324,13 @@ func checkAllowNet(s string) error {
 func checkCache(s string) error {
 	if s != "shared" && s != "session" && s != "none" {
 		return fmt.Errorf("cache must be \"shared\" (sbx's caches, shared by your sessions), \"session\" (one per session) or \"none\", not %q", s)
+	}
+	return nil
+}
+
+func checkWorkspace(s string) error {
+	if s != "auto" && s != "disk" {
+		return fmt.Errorf("workspace must be \"auto\" (a small tree's workspaces in memory where the sandbox's memory can be bounded) or \"disk\", not %q", s)
 	}
 	return nil
 }

@@ -123,6 +123,7 @@ func run(n int, bin string) error {
 		CodeDirs: []string{realCode}, Network: sandbox.Network(cfg.Network),
 		Limits:  sandbox.Limits{MemoryBytes: cfg.Memory, Pids: cfg.Pids, DiskBytes: cfg.Disk},
 		IdleTTL: cfg.IdleTTL + 5*time.Minute, HostCommands: hostCommands, Exclude: cfg.Exclude,
+		MemoryWorkspace: cfg.Workspace == "auto",
 	})
 	if err != nil {
 		return err

@@ -138,7 +138,7 @@ func TestSandboxNeverHostRoot(t *testing.T) {
 	}
 	// The workspace copy belongs to the mapped uid; the code dir's file, as
 	// the sync writes it, to the user running sbx, with its content.
-	works, _ := filepath.Glob(filepath.Join(filepath.Dir(states[0]), "work", "*", "made.txt"))
+	works, _ := filepath.Glob(filepath.Join(workRoot(filepath.Dir(states[0])), "*", "made.txt"))
 	if len(works) != 1 {
 		t.Fatalf("the workspace copy of made.txt: found %v", works)
 	}

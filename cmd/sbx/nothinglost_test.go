@@ -21,7 +21,17 @@ import (
 // (the local backend bind-mounts it): the test writes a go-ahead file there
 // for a command that waits for the host's edits.
 func (w *world) workspace(session string) string {
-	return filepath.Join(w.state, "sbx", "sessions", session, "work", "0")
+	return filepath.Join(workRoot(filepath.Join(w.state, "sbx", "sessions", session)), "0")
+}
+
+// workRoot is where a session's workspaces are: in memory when its state
+// dir's workroot file names the place (a small tree's, workspace = "auto"),
+// else in the state dir.
+func workRoot(stateDir string) string {
+	if b, err := os.ReadFile(filepath.Join(stateDir, "workroot")); err == nil {
+		return strings.TrimSpace(string(b))
+	}
+	return filepath.Join(stateDir, "work")
 }
 
 // waitCmd makes a command that runs before, prints "ready", waits (in the

@@ -143,7 +143,7 @@ func Setup(f Flags, kind Kind, log *slog.Logger) (*Env, error) {
 	e.Params = session.Params{
 		CodeDirs: codeDirs, Network: sandbox.Network(cfg.Network),
 		Limits:  sandbox.Limits{MemoryBytes: cfg.Memory, Pids: cfg.Pids, DiskBytes: cfg.Disk},
-		IdleTTL: cfg.IdleTTL, HostCommands: prefixes, Exclude: cfg.Exclude,
+		IdleTTL: cfg.IdleTTL, HostCommands: prefixes, Exclude: cfg.Exclude, MemoryWorkspace: cfg.Workspace == "auto",
 		ForwardEnv: cfg.ForwardEnv, EnvSkip: cfg.EnvSkip,
 		// A new slice: appending to the config's would write into its
 		// backing array.
