@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -67,34 +68,51 @@ m.close()'`
 }
 
 // TestReleaseRemovesWorkspaceAfterwards: the released workspace goes
-// (set aside, removed by a detached remover), with nothing followed out of
-// it: a link the sandbox left to a host directory is removed, not what it
-// points at, and a directory it made unwritable goes too.
+// (on disk: set aside, removed by a detached remover; in memory: removed
+// in line), with nothing followed out of it: a link the sandbox left to a
+// host directory is removed, not what it points at, and a directory it
+// made unwritable goes too.
 func TestReleaseRemovesWorkspaceAfterwards(t *testing.T) {
-	w := newWorld(t)
-	victim := tempDir(t)
-	os.WriteFile(filepath.Join(victim, "keep.txt"), []byte("host\n"), 0o644)
-	// The link and the locked directory are excluded from the pull-back by
-	// .sbxignore, so they stay in the workspace for the removal.
-	os.WriteFile(filepath.Join(w.code, ".sbxignore"), []byte("trap/\n"), 0o644)
-	script := "mkdir -p trap/locked/deep && echo x > trap/locked/deep/f && ln -s " + victim + " trap/link && ln -s " + victim + "/keep.txt trap/flink && chmod 0 trap/locked"
-	if r := w.sbx(t, w.code, "exec", "--", script); r.code != 0 {
-		t.Fatalf("exit %d: %s", r.code, r.stderr)
-	}
-	sessions := filepath.Join(w.state, "sbx", "sessions")
-	trash := sessions + ".trash"
-	if !testenv.WaitFor(20*time.Second, func() bool {
-		entries, err := os.ReadDir(trash)
-		return err == nil && len(entries) == 0
-	}) {
-		entries, _ := os.ReadDir(trash)
-		t.Fatalf("the released workspace is still in %s after 20s: %v", trash, entries)
-	}
-	if _, err := os.Stat(filepath.Join(sessions, "default")); !os.IsNotExist(err) {
-		t.Fatalf("the session's state dir is still there: %v", err)
-	}
-	if b, err := os.ReadFile(filepath.Join(victim, "keep.txt")); err != nil || string(b) != "host\n" {
-		t.Fatalf("the host file a workspace link named: %q, %v", b, err)
+	for _, where := range []string{"disk", "auto"} {
+		t.Run(where, func(t *testing.T) {
+			w := newWorld(t)
+			rt, err := os.MkdirTemp("/dev/shm", "sbxrt")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer os.RemoveAll(rt)
+			victim := tempDir(t)
+			os.WriteFile(filepath.Join(victim, "keep.txt"), []byte("host\n"), 0o644)
+			// The link and the locked directory are excluded from the pull-back by
+			// .sbxignore, so they stay in the workspace for the removal.
+			os.WriteFile(filepath.Join(w.code, ".sbxignore"), []byte("trap/\n"), 0o644)
+			script := "mkdir -p trap/locked/deep && echo x > trap/locked/deep/f && ln -s " + victim + " trap/link && ln -s " + victim + "/keep.txt trap/flink && chmod 0 trap/locked && stat -f -c %T ."
+			r := w.sbxEnv(t, w.code, []string{"SBX_WORKSPACE=" + where, "XDG_RUNTIME_DIR=" + rt}, "exec", "--", script)
+			if r.code != 0 {
+				t.Fatalf("exit %d: %s", r.code, r.stderr)
+			}
+			if inMemory := strings.TrimSpace(r.stdout) == "tmpfs"; inMemory != (where == "auto") {
+				t.Fatalf("workspace = %s: the workspace was on %q", where, r.stdout)
+			}
+			sessions := filepath.Join(w.state, "sbx", "sessions")
+			trash := sessions + ".trash"
+			own := filepath.Join(rt, "sbx-"+strconv.Itoa(os.Geteuid()))
+			if !testenv.WaitFor(20*time.Second, func() bool {
+				entries, err := os.ReadDir(trash)
+				left, _ := os.ReadDir(own)
+				return (err == nil && len(entries) == 0 || where == "auto" && os.IsNotExist(err)) && len(left) == 0
+			}) {
+				entries, _ := os.ReadDir(trash)
+				left, _ := os.ReadDir(own)
+				t.Fatalf("the released workspace is still there after 20s: in %s %v, in %s %v", trash, entries, own, left)
+			}
+			if _, err := os.Stat(filepath.Join(sessions, "default")); !os.IsNotExist(err) {
+				t.Fatalf("the session's state dir is still there: %v", err)
+			}
+			if b, err := os.ReadFile(filepath.Join(victim, "keep.txt")); err != nil || string(b) != "host\n" {
+				t.Fatalf("the host file a workspace link named: %q, %v", b, err)
+			}
+		})
 	}
 }
 
