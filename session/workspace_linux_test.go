@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -52,15 +51,6 @@ func fsTypeInSandbox(t *testing.T, s *Session) string {
 	t.Helper()
 	out, _ := sh(t, s, "stat -f -c %T .")
 	return strings.TrimSpace(out)
-}
-
-func isTmpfsDir(t *testing.T, p string) bool {
-	t.Helper()
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(p, &st); err != nil {
-		t.Fatal(err)
-	}
-	return st.Type == 0x01021994 // TMPFS_MAGIC
 }
 
 // A small tree's workspaces are in memory, in the user's own directory on
