@@ -58,7 +58,7 @@ func (p *Provider) MemoryWorkRoot(l sandbox.Limits, need int64) (string, error) 
 		base = sharedMemory
 	}
 	if !isTmpfs(base) {
-		return "", fmt.Errorf("%s is not a tmpfs", base)
+		return "", fmt.Errorf("%s is not a writable tmpfs that allows exec", base)
 	}
 	var fs unix.Statfs_t
 	if err := unix.Statfs(base, &fs); err != nil {
@@ -77,10 +77,13 @@ func (p *Provider) MemoryWorkRoot(l sandbox.Limits, need int64) (string, error) 
 	return dir, nil
 }
 
-// isTmpfs reports whether dir is on a tmpfs.
+// isTmpfs reports whether dir is on a tmpfs where the sandbox can work as
+// in its state dir: writable, and not mounted noexec (a hardened /dev/shm
+// often is: a bind from it would keep the flag, and ./run.sh in the
+// workspace would fail with EACCES).
 func isTmpfs(dir string) bool {
 	var st unix.Statfs_t
-	return unix.Statfs(dir, &st) == nil && st.Type == unix.TMPFS_MAGIC
+	return unix.Statfs(dir, &st) == nil && st.Type == unix.TMPFS_MAGIC && st.Flags&(unix.ST_NOEXEC|unix.ST_RDONLY) == 0
 }
 
 // ownPrivateDir checks that dir is a directory (not a link to one) of this

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -265,5 +266,33 @@ func TestValidMemoryWork(t *testing.T) {
 		if got := validMemoryWork(p); got != want {
 			t.Errorf("validMemoryWork(%q) = %v, want %v", p, got, want)
 		}
+	}
+}
+
+// A runtime tmpfs mounted noexec (a hardened host's) is not used: a bind
+// from it keeps the flag and the workspace's own scripts would not run.
+// The workspaces go to the next tmpfs (here /dev/shm), where they run.
+func TestNoexecTmpfsNotUsed(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test mounts a noexec tmpfs: run it as root (CI does)")
+	}
+	rt := t.TempDir()
+	if err := syscall.Mount("tmpfs", rt, "tmpfs", syscall.MS_NOEXEC, "size=16m"); err != nil {
+		t.Fatalf("mount a noexec tmpfs: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(rt, syscall.MNT_DETACH) })
+	t.Setenv("XDG_RUNTIME_DIR", rt)
+	f := newFixture(t)
+	os.Chmod(filepath.Join(f.code, "run.sh"), 0o755)
+	s := f.openMemory(t, "noexec", false, sandbox.Limits{MemoryBytes: 1 << 30})
+	if out, _ := sh(t, s, "./run.sh && stat -f -c %T ."); out != "run\ntmpfs\n" {
+		t.Fatalf("the workspace's script in a workspace in memory: %q", out)
+	}
+	w, _ := memoryWorkOf(filepath.Join(f.root, "noexec"))
+	if strings.HasPrefix(w, rt+"/") {
+		t.Fatalf("the workspaces are on the noexec tmpfs: %s", w)
+	}
+	if entries, _ := os.ReadDir(rt); len(entries) > 0 {
+		t.Fatalf("sbx wrote into the noexec runtime dir: %v", entries)
 	}
 }
