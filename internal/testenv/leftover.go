@@ -36,12 +36,16 @@ func EndSandboxes(root string) []string {
 			}
 		}
 	}
+	var workRoots []string // after the inits: a workspace in memory may still be in use until then
 	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return nil
 		}
 		if d.IsDir() && (d.Name() == "work" || d.Name() == "rootfs" || d.Name() == "cache") {
 			return filepath.SkipDir
+		}
+		if d.Name() == "workroot" {
+			workRoots = append(workRoots, p)
 		}
 		if d.Name() != "local.json" {
 			return nil
@@ -77,16 +81,7 @@ func EndSandboxes(root string) []string {
 	})
 	// Workspaces kept in memory (a tmpfs outside root) that no release
 	// removed: the state dir's workroot file names them.
-	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		if d.IsDir() && (d.Name() == "work" || d.Name() == "rootfs" || d.Name() == "cache") {
-			return filepath.SkipDir
-		}
-		if d.Name() != "workroot" {
-			return nil
-		}
+	for _, p := range workRoots {
 		b, err := os.ReadFile(p)
 		w := strings.TrimSpace(string(b))
 		if err == nil && filepath.IsAbs(w) && strings.HasPrefix(filepath.Base(filepath.Dir(w)), "sbx-") {
@@ -95,8 +90,7 @@ func EndSandboxes(root string) []string {
 				ended = append(ended, fmt.Sprintf("workspaces in memory %s of %s", w, filepath.Dir(p)))
 			}
 		}
-		return nil
-	})
+	}
 	return ended
 }
 
