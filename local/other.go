@@ -36,3 +36,8 @@ func (p *Provider) Attach(context.Context, sandbox.Spec) (sandbox.Sandbox, error
 
 // Main does nothing on systems other than Linux.
 func Main() {}
+
+// MemoryWorkRoot: workspaces in memory need the local backend, and so Linux.
+func (p *Provider) MemoryWorkRoot(sandbox.Limits, int64) (string, error) {
+	return "", ErrUnsupported
+}

@@ -13,6 +13,8 @@ import (
 	"github.com/sbx-sh/sbx/config"
 	"github.com/sbx-sh/sbx/internal/app"
 	"github.com/sbx-sh/sbx/local"
+	"github.com/sbx-sh/sbx/sandbox"
+	"github.com/sbx-sh/sbx/session"
 )
 
 // doctor implements `sbx doctor [--backend local|cluster]`: one line per
@@ -37,6 +39,7 @@ func (c *cli) doctor(ctx context.Context, args []string) int {
 		if checks[0].OK {
 			checks = append(checks, layerChecks(ctx)...)
 		}
+		checks = append(checks, workspaceCheck())
 	case "cluster":
 		cfg, err := config.Load(config.Sources{})
 		if err != nil {
@@ -103,6 +106,30 @@ func layerChecks(ctx context.Context) []cluster.Check {
 		out = append(out, c)
 	}
 	return out
+}
+
+// workspaceCheck says where a new local session's workspaces go
+// (session/workspace.go): in memory for a small tree where that can be
+// bounded, else on disk, and why. Either way works: never a failure.
+func workspaceCheck() cluster.Check {
+	c := cluster.Check{Name: "workspaces", OK: true}
+	cfg, err := config.Load(config.Sources{})
+	switch {
+	case err != nil:
+		c.OK, c.Detail, c.Fix = false, err.Error(), "fix the key or variable named"
+	case cfg.Workspace == "disk":
+		c.Detail = "on disk, in each session's state dir (workspace = \"disk\")"
+	default:
+		p := &local.Provider{Version: versionString()}
+		l := sandbox.Limits{MemoryBytes: cfg.Memory, Pids: cfg.Pids}
+		if root, err := p.MemoryWorkRoot(l, 0); err != nil {
+			c.Detail = "on disk, in each session's state dir: not in memory because " + err.Error()
+		} else {
+			c.Detail = fmt.Sprintf("in memory under %s for a tree of at most %d entries and %d MiB, else on disk", root,
+				session.MemoryWorkspaceFiles, session.MemoryWorkspaceBytes>>20)
+		}
+	}
+	return c
 }
 
 func layerFix(name string) string {

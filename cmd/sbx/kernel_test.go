@@ -256,6 +256,15 @@ func TestDoctorReportsLayers(t *testing.T) {
 			t.Errorf("no %s line with a detail:\n%s", name, r.stdout)
 		}
 	}
+	// Where the workspaces go: this machine (root, cgroups, /dev/shm) keeps
+	// a small tree's in memory; workspace = "disk" says so.
+	if !regexp.MustCompile(`(?m)^ok   workspaces: in memory under /\S+/sbx-\d+ for a tree of at most \d+ entries`).MatchString(r.stdout) {
+		t.Errorf("no workspaces line that says in memory:\n%s", r.stdout)
+	}
+	r = w.sbxEnv(t, w.code, []string{"SBX_WORKSPACE=disk"}, "doctor", "--backend", "local")
+	if !strings.Contains(r.stdout, `ok   workspaces: on disk, in each session's state dir (workspace = "disk")`) {
+		t.Errorf("workspace = \"disk\" not reported:\n%s", r.stdout)
+	}
 }
 
 // The sandbox's own uid is not the host's (as root it is a uid of its own),
