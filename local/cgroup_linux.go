@@ -116,3 +116,23 @@ func (cg *cgroups) remove() {
 		os.Remove(dir)
 	}
 }
+
+// oomKilled reports whether the kernel's OOM killer ended a process of the
+// cgroups dirs for their memory limit (cgroup v1 memory.oom_control, v2
+// memory.events: the oom_kill count).
+func oomKilled(dirs []string) bool {
+	for _, dir := range dirs {
+		for _, f := range []string{"memory.events", "memory.oom_control"} {
+			b, err := os.ReadFile(filepath.Join(dir, f))
+			if err != nil {
+				continue
+			}
+			for _, line := range strings.Split(string(b), "\n") {
+				if n, ok := strings.CutPrefix(line, "oom_kill "); ok && strings.TrimSpace(n) != "0" {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}

@@ -216,6 +216,11 @@ func (b *box) Exec(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, error
 		r = reply{}
 		files, err := c.readFrame(&r)
 		if err != nil {
+			if oomKilled(b.st.Cgroups) {
+				return sandbox.Result{}, fmt.Errorf("%w: the sandbox ran out of memory while the command ran, and the kernel ended it: "+
+					"its memory limit (config key memory) counts its processes and the files they wrote to its tmpfs (/tmp, and its workspaces "+
+					"when they are in memory: sbx doctor says where they are); raise memory, write less there, or set workspace = \"disk\"", sandbox.ErrLost)
+			}
 			return sandbox.Result{}, fmt.Errorf("%w: lost the sandbox init while the command ran: %v", sandbox.ErrLost, err)
 		}
 		if r.Started && cmd.TTY != nil && len(files) == 1 {

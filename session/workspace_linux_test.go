@@ -211,6 +211,9 @@ func TestMemoryWorkspaceBoundedByMemoryLimit(t *testing.T) {
 	if err == nil && o.ExitCode == 0 && strings.Contains(out.String(), "wrote all") {
 		t.Fatalf("the sandbox wrote 256 MiB into memory under a limit of 64 MiB: %q", out.String())
 	}
+	if err != nil && !strings.Contains(err.Error(), "ran out of memory") {
+		t.Errorf("the flood's error does not say the sandbox ran out of memory: %v", err)
+	}
 	held := duOracle(t, w)
 	if held > limit+limit/2 {
 		t.Fatalf("the workspace in memory holds %d bytes, over the memory limit %d", held, limit)
