@@ -169,11 +169,24 @@ rm -f "$f.fd3" "$f.fd4" "$f.pid"
 [ "$in" = 1 ] && { exec 5<&0; cat <&5 >/dev/null 2>&1 5<&- & }
 exit $rc`
 
-// killScript kills the tree of the running command whose exec id is $1.
+// killScript kills the tree of the running command whose exec id is $1,
+// then waits (at most 3 s) for the command's wrapper to end: it is not
+// killed (it reports the command's end), and until it has ended a
+// cancelled command's wrapper was still seen running after the kill
+// returned (under gVisor, in the e2e's CancelKillsTree).
 const killScript = killFunc + `f=${TMPDIR:-/tmp}/.sbx-exec/$1
 [ -r "$f.pid" ] || exit 0
 read -r sid wp <"$f.pid" || exit 0
 sbx_kill "$sid" "$wp" "$f.fd3"
+i=0
+while [ $i -lt 300 ]; do
+  read -r s 2>/dev/null <"/proc/$wp/stat" || break
+  s=${s##*\)}
+  set -- $s
+  [ "$1" = Z ] && break
+  sleep 0.01 2>/dev/null || break
+  i=$((i+1))
+done
 exit 0`
 
 // ttyScript runs a command on the exec's terminal: in cmd.Dir with exactly
