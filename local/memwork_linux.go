@@ -54,15 +54,12 @@ func (p *Provider) MemoryWorkRoot(l sandbox.Limits, need int64) (string, error) 
 	}
 	cg.remove()
 	base := os.Getenv(memoryRootEnv)
-	if base == "" || !filepath.IsAbs(base) || !isTmpfs(base) {
+	fs, ok := usableTmpfs(base)
+	if base == "" || !filepath.IsAbs(base) || !ok {
 		base = sharedMemory
-	}
-	if !isTmpfs(base) {
-		return "", fmt.Errorf("%s is not a writable tmpfs that allows exec", base)
-	}
-	var fs unix.Statfs_t
-	if err := unix.Statfs(base, &fs); err != nil {
-		return "", &os.PathError{Op: "statfs", Path: base, Err: err}
+		if fs, ok = usableTmpfs(base); !ok {
+			return "", fmt.Errorf("%s is not a writable tmpfs that allows exec", base)
+		}
 	}
 	if free := int64(fs.Bavail) * int64(fs.Bsize); free < need {
 		return "", fmt.Errorf("%s has %d bytes free, under the %d the workspaces need", base, free, need)
@@ -77,13 +74,14 @@ func (p *Provider) MemoryWorkRoot(l sandbox.Limits, need int64) (string, error) 
 	return dir, nil
 }
 
-// isTmpfs reports whether dir is on a tmpfs where the sandbox can work as
-// in its state dir: writable, and not mounted noexec (a hardened /dev/shm
-// often is: a bind from it would keep the flag, and ./run.sh in the
-// workspace would fail with EACCES).
-func isTmpfs(dir string) bool {
+// usableTmpfs reports whether dir is on a tmpfs where the sandbox can work
+// as in its state dir, and returns its statfs: writable, and not mounted
+// noexec (a hardened /dev/shm often is: a bind from it would keep the flag,
+// and ./run.sh in the workspace would fail with EACCES).
+func usableTmpfs(dir string) (unix.Statfs_t, bool) {
 	var st unix.Statfs_t
-	return unix.Statfs(dir, &st) == nil && st.Type == unix.TMPFS_MAGIC && st.Flags&(unix.ST_NOEXEC|unix.ST_RDONLY) == 0
+	ok := dir != "" && unix.Statfs(dir, &st) == nil && st.Type == unix.TMPFS_MAGIC && st.Flags&(unix.ST_NOEXEC|unix.ST_RDONLY) == 0
+	return st, ok
 }
 
 // ownPrivateDir checks that dir is a directory (not a link to one) of this

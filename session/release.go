@@ -140,7 +140,7 @@ func (m *Manager) removeState(dir string) error {
 	if err := removeMemoryWork(dir); err != nil {
 		return fmt.Errorf("remove the session's workspaces in memory: %w (remove them by hand once no sbx uses them)", err)
 	}
-	work := filepath.Join(dir, "work")
+	work := diskWorkRoot(dir)
 	if fi, err := os.Lstat(work); err == nil && fi.IsDir() {
 		if name, err := m.setAside(work); err == nil {
 			m.removeTrash(name)

@@ -106,11 +106,20 @@ func writeJSONFile(path string, v any) error {
 	if err != nil {
 		return err
 	}
+	return writeFileRenamed(path, raw)
+}
+
+// writeFileRenamed writes a small file whole (mode 0600), by a rename.
+func writeFileRenamed(path string, b []byte) error {
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, raw, 0o600); err != nil {
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
 }
 
 // lockFile serializes the commands of one session across processes.

@@ -50,10 +50,13 @@ var (
 // the workspaces; without it they are in the state dir's work.
 const workRootFile = "workroot"
 
+// diskWorkRoot is where the state dir dir keeps workspaces on disk.
+func diskWorkRoot(dir string) string { return filepath.Join(dir, "work") }
+
 // workRoot is the directory that holds the session's workspaces.
 func (s *Session) workRoot() string {
 	if s.work == "" {
-		s.work = filepath.Join(s.dir, "work")
+		s.work = diskWorkRoot(s.dir)
 		if p, ok := memoryWorkOf(s.dir); ok {
 			s.work = p
 		}
@@ -62,7 +65,7 @@ func (s *Session) workRoot() string {
 }
 
 // inMemory reports whether the session's workspaces are in memory.
-func (s *Session) inMemory() bool { return s.workRoot() != filepath.Join(s.dir, "work") }
+func (s *Session) inMemory() bool { return s.workRoot() != diskWorkRoot(s.dir) }
 
 // memoryWorkOf reads the directory in memory recorded for the state dir
 // dir, if one is.
@@ -105,7 +108,7 @@ func memoryWorkDir(root, dir string) string {
 func (s *Session) removeWorkspaces() error {
 	s.work = ""
 	err := removeMemoryWork(s.dir)
-	if rerr := cache.Remove(filepath.Join(s.dir, "work")); err == nil {
+	if rerr := cache.Remove(diskWorkRoot(s.dir)); err == nil {
 		err = rerr
 	}
 	return err
@@ -130,8 +133,7 @@ func removeMemoryWork(dir string) error {
 // directory (and records it when in memory), and says why at debug level.
 // Called by claim after removeWorkspaces.
 func (s *Session) chooseWorkRoot() error {
-	disk := filepath.Join(s.dir, "work")
-	s.work = disk
+	s.work = diskWorkRoot(s.dir)
 	if !s.params.MemoryWorkspace {
 		return nil
 	}
@@ -164,25 +166,12 @@ func (s *Session) chooseWorkRoot() error {
 		return nil
 	}
 	// Recorded before anything is put there: a crash leaves it findable.
-	if err := writeFileSync(filepath.Join(s.dir, workRootFile), []byte(p+"\n")); err != nil {
+	if err := writeFileRenamed(filepath.Join(s.dir, workRootFile), []byte(p+"\n")); err != nil {
 		os.Remove(p)
 		return err
 	}
 	s.work = p
 	s.m.log.Debug("workspaces in memory", "session", s.name, "dir", p, "entries", files, "bytes", bytes)
-	return nil
-}
-
-// writeFileSync writes a small file whole, by a rename.
-func writeFileSync(name string, b []byte) error {
-	tmp := name + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, name); err != nil {
-		os.Remove(tmp)
-		return err
-	}
 	return nil
 }
 
