@@ -117,10 +117,11 @@ func (cg *cgroups) remove() {
 	}
 }
 
-// oomKilled reports whether the kernel's OOM killer ended a process of the
-// cgroups dirs for their memory limit (cgroup v1 memory.oom_control, v2
-// memory.events: the oom_kill count).
-func oomKilled(dirs []string) bool {
+// oomKills counts the processes the kernel's OOM killer ended in the
+// cgroups dirs for their memory limit (cgroup v2 memory.events, v1
+// memory.oom_control: the oom_kill count).
+func oomKills(dirs []string) int64 {
+	var total int64
 	for _, dir := range dirs {
 		for _, f := range []string{"memory.events", "memory.oom_control"} {
 			b, err := os.ReadFile(filepath.Join(dir, f))
@@ -128,11 +129,13 @@ func oomKilled(dirs []string) bool {
 				continue
 			}
 			for _, line := range strings.Split(string(b), "\n") {
-				if n, ok := strings.CutPrefix(line, "oom_kill "); ok && strings.TrimSpace(n) != "0" {
-					return true
+				if n, ok := strings.CutPrefix(line, "oom_kill "); ok {
+					if v, err := strconv.ParseInt(strings.TrimSpace(n), 10, 64); err == nil {
+						total += v
+					}
 				}
 			}
 		}
 	}
-	return false
+	return total
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -216,10 +217,8 @@ func (b *box) Exec(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, error
 		r = reply{}
 		files, err := c.readFrame(&r)
 		if err != nil {
-			if oomKilled(b.st.Cgroups) {
-				return sandbox.Result{}, fmt.Errorf("%w: the sandbox ran out of memory while the command ran, and the kernel ended it: "+
-					"its memory limit (config key memory) counts its processes and the files they wrote to its tmpfs (/tmp, and its workspaces "+
-					"when they are in memory: sbx doctor says where they are); raise memory, write less there, or set workspace = \"disk\"", sandbox.ErrLost)
+			if b.lostToOOM() {
+				return sandbox.Result{}, fmt.Errorf("%w: the sandbox ran out of memory while the command ran, and the kernel ended its init: %s", sandbox.ErrLost, oomAdvice)
 			}
 			return sandbox.Result{}, fmt.Errorf("%w: lost the sandbox init while the command ran: %v", sandbox.ErrLost, err)
 		}
@@ -270,6 +269,11 @@ func (b *box) Exec(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, error
 			}
 			return res, nil
 		}
+		if strings.HasPrefix(r.Error, "worker lost") && b.lostToOOM() {
+			// The OOM killer chose the worker rather than the init: the
+			// sandbox lives on, what the command wrote stays in it.
+			return res, fmt.Errorf("sandbox refused the command: the sandbox ran out of memory while the command ran, and the kernel ended the process that ran it: %s", oomAdvice)
+		}
 		return res, fmt.Errorf("sandbox refused the command: %s", r.Error)
 	}
 	if ctx.Err() != nil && !r.TimedOut {
@@ -277,6 +281,11 @@ func (b *box) Exec(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, error
 	}
 	return res, nil
 }
+
+// oomAdvice ends a command's error when the kernel's OOM killer ended a
+// process of its sandbox (the init, or the worker that ran the command).
+const oomAdvice = "its memory limit (config key memory) counts its processes and the files they wrote to its tmpfs (/tmp, and its workspaces " +
+	"when they are in memory: sbx doctor says where they are); raise memory, write less there, or set workspace = \"disk\""
 
 // checkPullPipe checks a frame that says it carries the pull's pipe: the
 // sandbox chose it, so it must be the one pipe of an exec that asked for

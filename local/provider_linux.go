@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -340,6 +341,7 @@ func (p *Provider) Attach(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		err = json.Unmarshal(raw, &st)
 	}
 	b := &box{dir: spec.StateDir, st: st}
+	b.oomSeen.Store(oomKills(st.Cgroups))
 	if err != nil {
 		b.cleanup()
 		return nil, &sandbox.StaleError{Name: spec.Name, Reason: "unreadable state: " + err.Error()}
@@ -369,6 +371,25 @@ type box struct {
 	dir      string
 	st       state
 	released sync.Once
+	// oomSeen is the sandbox's OOM kill count already accounted for (when
+	// opened, or at the last loss said to be one): a loss is said to be the
+	// OOM killer's only when the count rose past it.
+	oomSeen atomic.Int64
+}
+
+// lostToOOM reports whether the OOM killer ended a process of the sandbox
+// since the count was last seen.
+func (b *box) lostToOOM() bool {
+	n := oomKills(b.st.Cgroups)
+	for {
+		seen := b.oomSeen.Load()
+		if n <= seen {
+			return false
+		}
+		if b.oomSeen.CompareAndSwap(seen, n) {
+			return true
+		}
+	}
 }
 
 func (b *box) dial(ctx context.Context) (*conn, error) {
