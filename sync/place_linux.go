@@ -64,7 +64,14 @@ func (p *placer) fastFiles(dir string, files []Change) (n int, ok bool, err erro
 		return 0, true, fmt.Errorf("open %s in the workspace: %w", dir, err)
 	}
 	defer unix.Close(dd)
-	buf := []byte(nil)
+	// A copy buffer only when the file systems need one, from a pool: one
+	// per directory was most of a first push's allocation.
+	var buf []byte
+	defer func() {
+		if buf != nil {
+			copyBufs.Put(&buf)
+		}
+	}()
 	rec := make([]pathEntry, 0, len(files))
 	for _, c := range files {
 		placed, e, err := p.fastFile(sd, dd, path.Base(c.Path), &buf)
@@ -163,7 +170,7 @@ func (p *placer) fastCopy(in, out int, size int64, buf *[]byte) error {
 		}
 	}
 	if *buf == nil {
-		*buf = make([]byte, 256<<10)
+		*buf = *copyBufs.Get().(*[]byte)
 	}
 	for left > 0 {
 		k, err := unix.Read(in, (*buf)[:min(left, int64(len(*buf)))])
