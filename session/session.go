@@ -1126,15 +1126,18 @@ func (s *Session) Release(ctx context.Context) error {
 	// Killing the sandbox ends a running command; wait for its pull back
 	// before the state goes.
 	var rerr error
+	t0 := time.Now()
 	if sb != nil {
 		rerr = sb.Release(ctx)
 	}
+	t1 := time.Now()
 	s.stopWatching()
 	s.run.Lock()
 	defer s.run.Unlock()
 	if err := s.m.release(ctx, s.name, nil); rerr == nil {
 		rerr = err
 	}
+	s.m.log.Debug("released", "session", s.name, "sandbox", t1.Sub(t0), "state", time.Since(t1))
 	return rerr
 }
 
