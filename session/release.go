@@ -43,6 +43,11 @@ import (
 // is removed by the next sbx that opens a session (sweepTrash): an entry
 // is locked (flock) by whoever removes it, so an unlocked one is an
 // orphan.
+//
+// Workspaces in memory go the same way, into the trash dir of their root
+// on the tmpfs (memoryTrash): the removal costs the CPU alone, but tens of
+// milliseconds of a one-command session's wall time. The next session
+// whose workspaces go to memory sweeps that trash dir.
 
 // trashRemover is a Provider that can remove a directory after this process
 // has gone on (the local backend: a detached process of its own binary).
@@ -61,6 +66,11 @@ const trashName = "work."
 // system, for the rename, and outside the root, whose entries are
 // sessions).
 func (m *Manager) trashDir() string { return filepath.Clean(m.root) + ".trash" }
+
+// memoryTrash is the trash dir of the workspaces in memory below root (the
+// backend's MemoryWorkRoot, made this user's alone): no session's
+// directory has its name.
+func memoryTrash(root string) string { return filepath.Join(root, "trash") }
 
 // LastCommand says that the session is released right after its next
 // command (sbx exec without --keep): that command's round trip is made the
@@ -136,18 +146,14 @@ func (s *Session) folded() bool {
 // workspaces) set aside first and removed after the caller goes on where
 // the backend can. Called with the session's lock file held.
 func (m *Manager) removeState(dir string) error {
-	// Workspaces in memory go in line: a tmpfs has no disk to wait on.
+	// Workspaces in memory are set aside on their own tmpfs.
+	if p, ok := memoryWorkOf(dir); ok {
+		m.removeAside(memoryTrash(filepath.Dir(p)), p)
+	}
 	if err := removeMemoryWork(dir); err != nil {
 		return fmt.Errorf("remove the session's workspaces in memory: %w (remove them by hand once no sbx uses them)", err)
 	}
-	work := diskWorkRoot(dir)
-	if fi, err := os.Lstat(work); err == nil && fi.IsDir() {
-		if name, err := m.setAside(work); err == nil {
-			m.removeTrash(name)
-		} else {
-			m.log.Debug("workspace removed in line", "dir", work, "why", err)
-		}
-	}
+	m.removeAside(m.trashDir(), diskWorkRoot(dir))
 	// cache = "session" keeps the caches here, read-only directories and all.
 	if err := cache.Remove(filepath.Join(dir, "cache")); err != nil {
 		return fmt.Errorf("remove session state %s: %w (remove it by hand once no sbx uses it)", dir, err)
@@ -167,34 +173,49 @@ func (m *Manager) removeState(dir string) error {
 	return nil
 }
 
+// removeAside removes the directory dir, when there is one, by setting it
+// aside into trash and removing it there (removeTrash); in line when it
+// cannot be set aside.
+func (m *Manager) removeAside(trash, dir string) {
+	fi, err := os.Lstat(dir)
+	if err != nil || !fi.IsDir() {
+		return
+	}
+	if name, err := setAside(trash, dir); err == nil {
+		m.removeTrash(trash, name)
+	} else {
+		m.log.Debug("workspace removed in line", "dir", dir, "why", err)
+	}
+}
+
 // setAside renames dir into the trash dir and returns its entry's name.
-func (m *Manager) setAside(dir string) (string, error) {
-	if err := os.Mkdir(m.trashDir(), 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+func setAside(trash, dir string) (string, error) {
+	if err := os.Mkdir(trash, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return "", err
 	}
 	// Only a directory of this user's (not a link planted there) takes
 	// the workspace.
-	fi, err := os.Lstat(m.trashDir())
+	fi, err := os.Lstat(trash)
 	if err != nil {
 		return "", err
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); !fi.IsDir() || !ok || int(st.Uid) != os.Geteuid() || fi.Mode().Perm()&0o022 != 0 {
-		return "", fmt.Errorf("%s is not a directory of this user's that only it can write", m.trashDir())
+		return "", fmt.Errorf("%s is not a directory of this user's that only it can write", trash)
 	}
 	var b [8]byte
 	rand.Read(b[:])
 	name := trashName + hex.EncodeToString(b[:])
-	if err := os.Rename(dir, filepath.Join(m.trashDir(), name)); err != nil {
+	if err := os.Rename(dir, filepath.Join(trash, name)); err != nil {
 		return "", err
 	}
 	return name, nil
 }
 
-// removeTrash removes the trash entry name: through the backend's
-// remover, after this call, when it has one and the entry is not already
-// being removed; else now.
-func (m *Manager) removeTrash(name string) {
-	p := filepath.Join(m.trashDir(), name)
+// removeTrash removes the entry name of the trash dir: through the
+// backend's remover, after this call, when it has one and the entry is not
+// already being removed; else now.
+func (m *Manager) removeTrash(trashDir, name string) {
+	p := filepath.Join(trashDir, name)
 	lk, err := os.Open(p)
 	if err != nil {
 		return // gone, or never there
@@ -208,7 +229,7 @@ func (m *Manager) removeTrash(name string) {
 		return // its remover runs
 	}
 	if tr, ok := m.prov.(trashRemover); ok {
-		trash, err := os.Open(m.trashDir())
+		trash, err := os.Open(trashDir)
 		if err == nil {
 			err = tr.RemoveLater(trash, name, lk)
 			trash.Close()
@@ -223,10 +244,11 @@ func (m *Manager) removeTrash(name string) {
 	}
 }
 
-// sweepTrash removes what a killed remover left in the trash dir. Cheap
-// when there is nothing: one failed open.
-func (m *Manager) sweepTrash() {
-	d, err := os.Open(m.trashDir())
+// sweepTrash removes what a killed remover left in the trash dir (the
+// state root's, or that of the workspaces in memory). Cheap when there is
+// nothing: one failed open, or one short directory read.
+func (m *Manager) sweepTrash(trash string) {
+	d, err := os.Open(trash)
 	if err != nil {
 		return
 	}
@@ -234,7 +256,7 @@ func (m *Manager) sweepTrash() {
 	d.Close()
 	for _, n := range names {
 		if strings.HasPrefix(n, trashName) {
-			m.removeTrash(n)
+			m.removeTrash(trash, n)
 		}
 	}
 }

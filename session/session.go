@@ -179,7 +179,7 @@ func (m *Manager) Open(ctx context.Context, name string, p Params) (*Session, er
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create session state directory: %w (set XDG_STATE_HOME to a writable directory)", err)
 	}
-	m.sweepTrash() // what a killed remover left (release.go)
+	m.sweepTrash(m.trashDir()) // what a killed remover left (release.go)
 	s := &Session{m: m, name: name, dir: dir, params: p}
 	l, err := lock(dir)
 	if err != nil {

@@ -156,6 +156,7 @@ func (s *Session) chooseWorkRoot() error {
 		s.m.log.Debug("workspaces on disk", "session", s.name, "why", err)
 		return nil
 	}
+	s.m.sweepTrash(memoryTrash(root))
 	p := memoryWorkDir(root, s.dir)
 	if err := cache.Remove(p); err != nil {
 		s.m.log.Debug("workspaces on disk: a stale directory in memory could not be removed", "session", s.name, "dir", p, "err", err)
@@ -175,50 +176,20 @@ func (s *Session) chooseWorkRoot() error {
 	return nil
 }
 
-// smallTree counts the entries below dirs, and the bytes of their regular
-// files, and reports whether both stay within the bounds; it stops at the
-// first bound passed (the counts are then lower bounds). Names are read
-// first, without a stat, so that a large tree costs only its first
-// maxFiles names; an unreadable directory counts as not small.
+// smallTree counts the entries below dirs, and the bytes they take (as
+// diskUsage counts them: whole blocks, as a tmpfs holds them, or a file's
+// full length when that is more), and reports whether both stay within
+// the bounds; it stops at the first bound passed (the counts are then
+// lower bounds), so that a large tree costs only its first maxFiles
+// entries. A directory it cannot list or search counts as not small.
 func smallTree(dirs []string, maxFiles int, maxBytes int64) (int, int64, bool) {
-	var regular []string
-	n := 0
-	var walk func(dir string) bool
-	walk = func(dir string) bool {
-		entries, err := os.ReadDir(dir)
-		if err != nil {
-			return false
-		}
-		for _, e := range entries {
-			if n++; n > maxFiles {
-				return false
-			}
-			p := filepath.Join(dir, e.Name())
-			switch {
-			case e.IsDir():
-				if !walk(p) {
-					return false
-				}
-			case e.Type().IsRegular():
-				regular = append(regular, p)
-			}
-		}
-		return true
-	}
+	var n, bytes int64
 	for _, d := range dirs {
-		if !walk(d) {
-			return n, 0, false
+		k, b, err := treeSize(d, int64(maxFiles)-n, maxBytes-bytes)
+		n, bytes = n+k, bytes+b
+		if err != nil || n > int64(maxFiles) || bytes > maxBytes {
+			return int(n), bytes, false
 		}
 	}
-	var bytes int64
-	for _, p := range regular {
-		fi, err := os.Lstat(p)
-		if err != nil {
-			continue // gone meanwhile: the push decides
-		}
-		if bytes += fi.Size(); bytes > maxBytes {
-			return n, bytes, false
-		}
-	}
-	return n, bytes, true
+	return int(n), bytes, true
 }

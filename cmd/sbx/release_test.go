@@ -97,14 +97,20 @@ func TestReleaseRemovesWorkspaceAfterwards(t *testing.T) {
 			sessions := filepath.Join(w.state, "sbx", "sessions")
 			trash := sessions + ".trash"
 			own := filepath.Join(rt, "sbx-"+strconv.Itoa(os.Geteuid()))
+			// In memory the workspace is set aside into own's trash dir,
+			// which is all that is left there once its remover is done.
+			ownTrash := filepath.Join(own, "trash")
 			if !testenv.WaitFor(20*time.Second, func() bool {
 				entries, err := os.ReadDir(trash)
 				left, _ := os.ReadDir(own)
-				return (err == nil && len(entries) == 0 || where == "auto" && os.IsNotExist(err)) && len(left) == 0
+				aside, _ := os.ReadDir(ownTrash)
+				onlyTrash := len(left) == 0 || len(left) == 1 && left[0].Name() == "trash"
+				return (err == nil && len(entries) == 0 || where == "auto" && os.IsNotExist(err)) && onlyTrash && len(aside) == 0
 			}) {
 				entries, _ := os.ReadDir(trash)
 				left, _ := os.ReadDir(own)
-				t.Fatalf("the released workspace is still there after 20s: in %s %v, in %s %v", trash, entries, own, left)
+				aside, _ := os.ReadDir(ownTrash)
+				t.Fatalf("the released workspace is still there after 20s: in %s %v, in %s %v, in %s %v", trash, entries, own, left, ownTrash, aside)
 			}
 			if _, err := os.Stat(filepath.Join(sessions, "default")); !os.IsNotExist(err) {
 				t.Fatalf("the session's state dir is still there: %v", err)
@@ -118,10 +124,29 @@ func TestReleaseRemovesWorkspaceAfterwards(t *testing.T) {
 
 // TestLeftoverTrashRemovedByNextStart: a workspace whose remover was killed
 // (an unlocked trash entry) is removed by the next sbx that opens a
-// session; one whose remover still runs (locked) is left to it.
+// session (in memory: the next whose workspaces go to memory); one whose
+// remover still runs (locked) is left to it.
 func TestLeftoverTrashRemovedByNextStart(t *testing.T) {
+	for _, where := range []string{"disk", "memory"} {
+		t.Run(where, func(t *testing.T) { leftoverTrashRemoved(t, where) })
+	}
+}
+
+func leftoverTrashRemoved(t *testing.T, where string) {
 	w := newWorld(t)
 	trash := filepath.Join(w.state, "sbx", "sessions.trash")
+	w.env = append(w.env, "SBX_WORKSPACE=disk")
+	if where == "memory" {
+		rt, err := os.MkdirTemp("/dev/shm", "sbxrt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(rt)
+		w.env = append(w.env, "XDG_RUNTIME_DIR="+rt, "SBX_WORKSPACE=auto")
+		trash = filepath.Join(rt, "sbx-"+strconv.Itoa(os.Geteuid()), "trash")
+		os.MkdirAll(trash, 0o700)
+		os.Chmod(filepath.Dir(trash), 0o700)
+	}
 	dead, busy := filepath.Join(trash, "work.dead"), filepath.Join(trash, "work.busy")
 	for _, d := range []string{dead, busy} {
 		os.MkdirAll(filepath.Join(d, "0", "sub"), 0o755)
@@ -135,8 +160,12 @@ func TestLeftoverTrashRemovedByNextStart(t *testing.T) {
 	if err := unix.Flock(int(lk.Fd()), unix.LOCK_EX); err != nil {
 		t.Fatal(err)
 	}
-	if r := w.sbx(t, w.code, "exec", "--", "true"); r.code != 0 {
+	r := w.sbx(t, w.code, "exec", "--", "stat -f -c %T .")
+	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if inMemory := strings.TrimSpace(r.stdout) == "tmpfs"; inMemory != (where == "memory") {
+		t.Fatalf("the workspaces of the %s case were on %q", where, r.stdout)
 	}
 	if !testenv.WaitFor(20*time.Second, func() bool {
 		_, err := os.Lstat(dead)
