@@ -31,6 +31,23 @@ import (
 // a subdirectory opened with O_NOFOLLOW from its parent's descriptor, never
 // by its path (the sandbox may swap a directory for a link meanwhile).
 func diskUsage(dir string, stop int64) (int64, error) {
+	w := &duWalk{stop: stop}
+	err := w.run(dir)
+	return w.total.Load(), err
+}
+
+// treeSize is diskUsage's walk of a host tree (smallTree's): it also counts
+// the entries, and stops once they are over maxEntries; a directory it
+// cannot list or search is an error, never made searchable (that is for
+// the sandbox's own directories in a workspace, not the user's).
+func treeSize(dir string, maxEntries, stop int64) (entries, bytes int64, err error) {
+	w := &duWalk{stop: stop, maxEntries: maxEntries, bounded: true, host: true}
+	err = w.run(dir)
+	return w.entries.Load(), w.total.Load(), err
+}
+
+// run walks dir; the sum is in w.total (and the count in w.entries).
+func (w *duWalk) run(dir string) error {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	var restore func()
 	var st unix.Stat_t
@@ -39,16 +56,15 @@ func diskUsage(dir string, stop int64) (int64, error) {
 		unix.Close(fd)
 		err = unix.EACCES
 	}
-	if errors.Is(err, unix.EACCES) {
+	if errors.Is(err, unix.EACCES) && !w.host {
 		fd, restore, err = openLocked(unix.AT_FDCWD, dir)
 	}
 	if errors.Is(err, unix.ENOENT) {
-		return 0, nil
+		return nil
 	}
 	if err != nil {
-		return 0, &os.PathError{Op: "open", Path: dir, Err: err}
+		return &os.PathError{Op: "open", Path: dir, Err: err}
 	}
-	w := &duWalk{stop: stop}
 	w.cond.L = &w.mu
 	w.push(&duDir{fd: fd, path: dir, restore: restore})
 	n := duWorkers()
@@ -68,7 +84,7 @@ func diskUsage(dir string, stop int64) (int64, error) {
 	if w.err == errOverStop {
 		w.err = nil
 	}
-	return w.total.Load(), w.err
+	return w.err
 }
 
 var euid = os.Geteuid()
@@ -161,6 +177,14 @@ func (d *duDir) fullPath() string {
 type duWalk struct {
 	stop  int64
 	total atomic.Int64
+	// bounded: the walk counts the entries, and stops once they pass
+	// maxEntries.
+	bounded    bool
+	maxEntries int64
+	entries    atomic.Int64
+	// host: a host tree, whose locked directories are errors (openLocked
+	// is never used).
+	host bool
 
 	mu    gosync.Mutex
 	cond  gosync.Cond
@@ -222,10 +246,10 @@ func (w *duWalk) dir(d *duDir, buf []byte) error {
 	if d.fd < 0 {
 		cname := append([]byte(d.name), 0)
 		fd, err := -1, error(unix.EACCES)
-		if !d.locked {
+		if !d.locked || w.host {
 			fd, err = dirent.Openat(d.parent.fd, &cname[0])
 		}
-		if errors.Is(err, unix.EACCES) {
+		if errors.Is(err, unix.EACCES) && !w.host {
 			fd, d.restore, err = openLocked(d.parent.fd, d.name)
 		}
 		if errors.Is(err, unix.ENOENT) {
@@ -251,6 +275,9 @@ func (w *duWalk) dir(d *duDir, buf []byte) error {
 			// A directory listable but not searchable (mode r--): what it
 			// holds cannot be measured, so it is not taken for nothing.
 			return &os.PathError{Op: "stat", Path: d.fullPath() + "/" + string(name), Err: err}
+		}
+		if w.bounded && w.entries.Add(1) > w.maxEntries {
+			return errOverStop
 		}
 		n := int64(st.Blocks) * 512
 		mode := uint32(st.Mode) & unix.S_IFMT
