@@ -34,6 +34,63 @@ type rule struct {
 	glob    string
 	negate  bool
 	dirOnly bool
+	// kind and lit match the common shapes without the glob machinery:
+	// every scan asks each rule about every entry of the tree.
+	kind matchKind
+	lit  string
+}
+
+// matchKind is how a rule's glob is matched.
+type matchKind uint8
+
+const (
+	matchGlob     matchKind = iota // doublestar
+	matchExact                     // a path without metacharacters: p == lit
+	matchBase                      // **/NAME: the last element is lit
+	matchBasePref                  // **/PREFIX*: the last element begins with lit
+)
+
+// kindOf finds the shape of glob (see matchKind). Only an ASCII glob takes
+// a fast shape: doublestar compares runes, and takes any two bytes that are
+// not UTF-8 for the same rune (U+FFFD), where a comparison of bytes would
+// not; no ASCII byte is ever part of such a rune.
+func kindOf(glob string) (matchKind, string) {
+	const meta = `*?[]{}\`
+	for i := 0; i < len(glob); i++ {
+		if glob[i] >= 0x80 {
+			return matchGlob, ""
+		}
+	}
+	if !strings.ContainsAny(glob, meta) {
+		return matchExact, glob
+	}
+	rest, ok := strings.CutPrefix(glob, "**/")
+	if !ok || rest == "" || strings.Contains(rest, "/") {
+		return matchGlob, ""
+	}
+	if !strings.ContainsAny(rest, meta) {
+		return matchBase, rest
+	}
+	if pre, ok := strings.CutSuffix(rest, "*"); ok && pre != "" && !strings.ContainsAny(pre, meta) {
+		return matchBasePref, pre
+	}
+	return matchGlob, ""
+}
+
+// match reports whether the rule's glob matches p, as
+// doublestar.MatchUnvalidated(r.glob, p) does.
+func (r *rule) match(p string) bool {
+	switch r.kind {
+	case matchExact:
+		return p == r.lit
+	case matchBase, matchBasePref:
+		base := p[strings.LastIndexByte(p, '/')+1:]
+		if r.kind == matchBase {
+			return base == r.lit
+		}
+		return strings.HasPrefix(base, r.lit)
+	}
+	return doublestar.MatchUnvalidated(r.glob, p)
 }
 
 // NewMatcher compiles patterns (gitignore lines; blank lines and # comments
@@ -66,6 +123,7 @@ func NewMatcher(patterns []string) (*Matcher, error) {
 			return nil, fmt.Errorf("bad exclude pattern %q", p)
 		}
 		r.glob = p
+		r.kind, r.lit = kindOf(p)
 		m.rules = append(m.rules, r)
 	}
 	return m, nil
@@ -87,7 +145,7 @@ func (m *Matcher) Excluded(p string, isDir bool) bool {
 		if r.dirOnly && !isDir {
 			continue
 		}
-		if doublestar.MatchUnvalidated(r.glob, p) {
+		if r.match(p) {
 			excluded = !r.negate
 		}
 	}
