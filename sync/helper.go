@@ -137,8 +137,14 @@ type helperDir struct {
 	file  string
 	dirty bool // the state differs from the file
 	// saveLater: Collect left the save to release, which writes the state
-	// after the reply, off the round trip (a long-lived process only).
+	// after the reply, off the round trip (a long-lived process, or the
+	// last round).
 	saveLater bool
+	// last: the last round before a release (req.FullScan). Its state is
+	// written off the round trip, and only after the command: a process
+	// that dies before it is written leaves the state of the round before
+	// (a new sandbox: none), as a small push kept in memory does (Apply).
+	last bool
 	// saving is the last save started in the background (nil: none).
 	saving *bgSave
 	watch  *Watch
@@ -201,6 +207,7 @@ func NewHelper(req HelperRequest) (*Helper, error) {
 			// next round that will not come.
 			hd.watch.Close()
 			hd.watch = nil
+			hd.last = true
 		}
 		h.dirs = append(h.dirs, hd)
 	}
@@ -604,7 +611,7 @@ func (h *Helper) Apply(push io.Reader) error {
 			h.abandon()
 			return err
 		}
-		if hd.dirty || applied >= pushSaveMin || (applied > 0 && hd.watch == nil) {
+		if !hd.last && (hd.dirty || applied >= pushSaveMin || (applied > 0 && hd.watch == nil)) {
 			// Kept for a process that dies before Collect (the command
 			// killed it): the next one must not take what was applied
 			// for the sandbox's own changes. A long-lived process (a
@@ -614,7 +621,10 @@ func (h *Helper) Apply(push io.Reader) error {
 			// where they are the host's own (no change) or, when the host
 			// changed them again, a conflict copy beside its version.
 			// Saving the whole manifest for each small push would cost
-			// every command on a large tree a rewrite of its state.
+			// every command on a large tree a rewrite of its state. The
+			// last round's is written after its command only (hd.last):
+			// a release follows, and the last pull-back it then makes
+			// when this process died finds the host's own files.
 			if err := hd.save(); err != nil {
 				return err
 			}
@@ -671,6 +681,9 @@ func (hd *helperDir) applyPlaced(push io.Reader) error {
 	hd.watch.Arm(m)
 	hd.state.Manifest = m
 	hd.dirty = true
+	if hd.last {
+		return nil // saved after the command (Collect)
+	}
 	if hd.watch != nil {
 		// A long-lived process writes a copy in the background, beside
 		// the first command, which does not wait for it: one that dies
@@ -851,8 +864,9 @@ func (h *Helper) Collect(pull io.Writer) HelperReply {
 		// undone and reported again next time, as the state file says):
 		// the file stays as it is.
 		if len(send) > 0 || hd.dirty {
-			if hd.watch != nil {
-				// A long-lived process: written after the reply (release).
+			if hd.watch != nil || hd.last {
+				// A long-lived process, or the last round: written after
+				// the reply (release).
 				hd.saveLater = true
 			} else if err := hd.save(); err != nil {
 				h.abandon()

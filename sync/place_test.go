@@ -578,3 +578,66 @@ func placedRound(t *testing.T, p *pair) (*Round, *Helper, *bytes.Buffer) {
 	}
 	return r, helper, &push
 }
+
+// TestLastRoundSavesAfterCommand: the last round before a release (a full
+// scan, as sbx exec's one command is) writes the helper's state only after
+// its command, off the round trip: a placed push no longer waits for a
+// save of its whole manifest. A process that dies during the command
+// leaves no state, and the round after it (the release's last pull-back)
+// finds the host's own files: nothing rewritten, no conflict.
+func TestLastRoundSavesAfterCommand(t *testing.T) {
+	stateFiles := func(p *pair) []string {
+		m, _ := filepath.Glob(filepath.Join(p.hstate, "*.state"))
+		return m
+	}
+	for _, dies := range []bool{false, true} {
+		t.Run(fmt.Sprint("dies=", dies), func(t *testing.T) {
+			p := newPair(t)
+			p.place = true
+			agedTree(t, p.host, 200)
+			p.h.FullScanNext()
+			r, helper, push := placedRound(t, p)
+			if !r.Request.FullScan {
+				t.Fatal("the round is not the full-scan one")
+			}
+			if err := helper.Apply(push); err != nil {
+				t.Fatal(err)
+			}
+			if got := stateFiles(p); len(got) != 0 {
+				t.Fatalf("the last round saved its state before the command: %v", got)
+			}
+			hostTimes := map[string]time.Time{}
+			filepath.Walk(p.host, func(path string, fi os.FileInfo, err error) error {
+				if err == nil && fi.Mode().IsRegular() {
+					hostTimes[path] = fi.ModTime()
+				}
+				return nil
+			})
+			if !dies {
+				var pull bytes.Buffer
+				reply := helper.Collect(&pull)
+				if err := r.ReadPull(&pull); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := r.Finish(reply); err != nil {
+					t.Fatal(err)
+				}
+				WaitSaves()
+				if got := stateFiles(p); len(got) != 1 {
+					t.Fatalf("the last round's state was not written after its command: %v", got)
+				}
+			}
+			rep := p.sync(nil) // the release's last pull-back, from the file or from none
+			if len(rep.Conflicts) != 0 || len(rep.HostKept) != 0 || rep.Applied != 0 {
+				t.Fatalf("the round after: %+v", rep)
+			}
+			filepath.Walk(p.host, func(path string, fi os.FileInfo, err error) error {
+				if err == nil && fi.Mode().IsRegular() && !fi.ModTime().Equal(hostTimes[path]) {
+					t.Errorf("%s was rewritten on the host", path)
+				}
+				return nil
+			})
+			p.same()
+		})
+	}
+}
