@@ -201,7 +201,7 @@ func commandPaths(value, top string) []string {
 // condition (a condition can become true: onbranch, gitdir), up to
 // maxConfigFiles files.
 func gitConfigPaths(run func(args ...string) (string, string, error), dir, top string) (paths, files []string, err error) {
-	out, stderr, err := run("config", "--list", "--show-origin", "-z", "--no-includes")
+	out, stderr, err := run(configListArgs...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("git config --list: %v: %s", err, stderr)
 	}

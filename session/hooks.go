@@ -57,6 +57,13 @@ func (s *Session) refreshHooks(ctx context.Context) {
 	}
 }
 
+// The git questions readHooks asks in every code dir whatever rev-parse
+// answers (gitConfigPaths asks configListArgs).
+var (
+	hooksPathArgs  = []string{"config", "--path", "--get", "core.hooksPath"}
+	configListArgs = []string{"config", "--list", "--show-origin", "-z", "--no-includes"}
+)
+
 // readHooks asks the host's git, in each code dir, where it runs hooks from,
 // which config files it includes and which programs its config names
 // (gitconfig.go), and places the answers inside the code dirs: hooks[i]
@@ -73,13 +80,39 @@ func readHooks(ctx context.Context, codeDirs []string) (hooks [][]string, gitDir
 	var errs []string
 	for _, d := range codeDirs {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		run := func(args ...string) (string, string, error) {
+		run0 := func(args ...string) (string, string, error) {
 			cmd := exec.CommandContext(ctx, git, append([]string{"-c", "safe.bareRepository=explicit", "-c", "core.fsmonitor=false"}, args...)...)
 			cmd.Dir, cmd.Env, cmd.Stdin = d, env, nil
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			out, err := cmd.Output()
 			return string(out), strings.TrimSpace(stderr.String()), err
+		}
+		// The questions that do not depend on rev-parse's answer start
+		// beside it: each git is a few milliseconds of a new session's
+		// first round. Each answer is taken once, by the call that asks
+		// it; cancel ends those not taken (not a repository).
+		type answer struct {
+			out, stderr string
+			err         error
+		}
+		early := map[string]chan answer{}
+		for _, args := range [][]string{hooksPathArgs, configListArgs} {
+			ch := make(chan answer, 1)
+			early[strings.Join(args, "\x00")] = ch
+			go func() {
+				out, stderr, err := run0(args...)
+				ch <- answer{out, stderr, err}
+			}()
+		}
+		run := func(args ...string) (string, string, error) {
+			key := strings.Join(args, "\x00")
+			if ch, ok := early[key]; ok {
+				delete(early, key)
+				a := <-ch
+				return a.out, a.stderr, a.err
+			}
+			return run0(args...)
 		}
 		// git prints the hooks directory with symlinks resolved; the
 		// configured spelling (a link in the tree named in core.hooksPath)
@@ -104,7 +137,7 @@ func readHooks(ctx context.Context, codeDirs []string) (hooks [][]string, gitDir
 		if real, err := filepath.EvalSymlinks(lines[0]); err == nil && real != places[0] {
 			places = append(places, real)
 		}
-		if v, _, err := run("config", "--path", "--get", "core.hooksPath"); err == nil {
+		if v, _, err := run(hooksPathArgs...); err == nil {
 			v = strings.TrimRight(v, "\n")
 			if !filepath.IsAbs(v) {
 				v = filepath.Join(lines[3], v)
