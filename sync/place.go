@@ -129,6 +129,7 @@ type placer struct {
 	// portable way); noRange: copy_file_range failed between them.
 	srcFd, dstFd int
 	noRange      atomic.Bool
+	noSendfile   atomic.Bool
 
 	mu       gosync.Mutex
 	vanished []string

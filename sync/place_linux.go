@@ -142,9 +142,9 @@ func (p *placer) fastFile(sd, dd int, name string, buf *[]byte) (bool, Entry, er
 	return err == nil, e, err
 }
 
-// fastCopy copies size bytes (fewer if the file shrank) in the kernel, or
-// through buf where the file systems cannot (copy_file_range across some
-// file systems, or none).
+// fastCopy copies size bytes (fewer if the file shrank) in the kernel
+// (copy_file_range, else sendfile), or through buf where the file systems
+// allow neither.
 func (p *placer) fastCopy(in, out int, size int64, buf *[]byte) error {
 	left := size
 	if !p.noRange.Load() {
@@ -155,6 +155,31 @@ func (p *placer) fastCopy(in, out int, size int64, buf *[]byte) error {
 			}
 			if err != nil && left == size && (err == unix.EXDEV || err == unix.EINVAL || err == unix.ENOSYS || err == unix.EOPNOTSUPP) {
 				p.noRange.Store(true) // this pair of file systems cannot: read and write
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("copy: %w", err)
+			}
+			if n == 0 {
+				return nil // shrank since the fstat
+			}
+			left -= int64(n)
+		}
+		if left <= 0 {
+			return nil
+		}
+	}
+	if !p.noSendfile.Load() && left == size {
+		// Across file systems (ext4 to tmpfs): one call a file in the
+		// kernel, not a read and a write through buf.
+		for left > 0 {
+			off := size - left
+			n, err := unix.Sendfile(out, in, &off, int(min(left, 1<<30)))
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil && left == size && (err == unix.EINVAL || err == unix.ENOSYS || err == unix.EOPNOTSUPP || err == unix.EAGAIN) {
+				p.noSendfile.Store(true)
 				break
 			}
 			if err != nil {
