@@ -61,6 +61,12 @@ var placeWorkers = max(4, 2*runtime.GOMAXPROCS(0))
 // (place_linux.go); tests turn it off to run the portable way.
 var placeFast = true
 
+// placeCopyFrom is the first way the system calls' placing copies a file's
+// bytes: 0 copy_file_range, 1 sendfile, 2 read and write (place_linux.go).
+// Each falls to the next where the file systems cannot; tests start lower
+// down to run each way.
+var placeCopyFrom = 0
+
 // ErrNotPlaceable is a Place refused before anything was written: the round
 // is not the first of its sandbox side, or dst is not an empty directory.
 var ErrNotPlaceable = errors.New("not placeable")

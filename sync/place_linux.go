@@ -147,7 +147,7 @@ func (p *placer) fastFile(sd, dd int, name string, buf *[]byte) (bool, Entry, er
 // allow neither.
 func (p *placer) fastCopy(in, out int, size int64, buf *[]byte) error {
 	left := size
-	if !p.noRange.Load() {
+	if !p.noRange.Load() && placeCopyFrom <= 0 {
 		for left > 0 {
 			n, err := unix.CopyFileRange(in, nil, out, nil, int(min(left, 1<<30)), 0)
 			if err == unix.EINTR {
@@ -169,7 +169,7 @@ func (p *placer) fastCopy(in, out int, size int64, buf *[]byte) error {
 			return nil
 		}
 	}
-	if !p.noSendfile.Load() && left == size {
+	if !p.noSendfile.Load() && left == size && placeCopyFrom <= 1 {
 		// Across file systems (ext4 to tmpfs): one call a file in the
 		// kernel, not a read and a write through buf.
 		for left > 0 {

@@ -54,11 +54,15 @@ func placeTree(t *testing.T, root string) {
 // there both ways; on Linux with the system calls themselves (with and
 // without the helper watching) and the portable way (os.Root).
 func TestPlaceFirstPush(t *testing.T) {
-	for _, mode := range []string{"unwatched", "watched", "portable"} {
+	for _, mode := range []string{"unwatched", "watched", "portable", "sendfile", "readwrite"} {
 		t.Run(mode, func(t *testing.T) {
 			WatchHelper = mode == "watched"
 			placeFast = mode != "portable"
-			defer func() { WatchHelper, placeFast = false, true }()
+			// The copy's later ways, as across file systems (ext4 to a
+			// tmpfs workspace: no copy_file_range) or where neither call
+			// works.
+			placeCopyFrom = map[string]int{"sendfile": 1, "readwrite": 2}[mode]
+			defer func() { WatchHelper, placeFast, placeCopyFrom = false, true, 0 }()
 			p := newPair(t)
 			p.place = true
 			placeTree(t, p.host)
