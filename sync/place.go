@@ -280,10 +280,16 @@ func (p *placer) place(changes []Change) (int, error) {
 	}
 	// Last, each directory's own permissions (one without the owner's
 	// write bit could not have been filled).
-	for i := len(dirs) - 1; i >= 0; i-- {
-		if err := p.dst.Chmod(dirs[i].Path, dirs[i].Entry.Mode.Perm()); err != nil {
-			return 0, err
+	if ok, err := p.fastChmodDirs(dirs); err != nil {
+		return 0, err
+	} else if !ok {
+		for i := len(dirs) - 1; i >= 0; i-- {
+			if err := p.dst.Chmod(dirs[i].Path, dirs[i].Entry.Mode.Perm()); err != nil {
+				return 0, err
+			}
 		}
+	}
+	for i := len(dirs) - 1; i >= 0; i-- {
 		rec = append(rec, pathEntry{dirs[i].Path, Entry{Mode: fs.ModeDir | dirs[i].Entry.Mode.Perm()}})
 	}
 	p.record(rec)

@@ -11,3 +11,5 @@ func (p *placer) closeFds() {}
 func (p *placer) fastFiles(string, []Change) (int, bool, error) { return 0, false, nil }
 
 func (p *placer) fastDirs([]Change) (bool, error) { return false, nil }
+
+func (p *placer) fastChmodDirs([]Change) (bool, error) { return false, nil }
