@@ -146,54 +146,31 @@ func (p *placer) fastFile(sd, dd int, name string, buf *[]byte) (bool, Entry, er
 // (copy_file_range, else sendfile), or through buf where the file systems
 // allow neither.
 func (p *placer) fastCopy(in, out int, size int64, buf *[]byte) error {
-	left := size
 	if !p.noRange.Load() && placeCopyFrom <= 0 {
-		for left > 0 {
-			n, err := unix.CopyFileRange(in, nil, out, nil, int(min(left, 1<<30)), 0)
-			if err == unix.EINTR {
-				continue
-			}
-			if err != nil && left == size && (err == unix.EXDEV || err == unix.EINVAL || err == unix.ENOSYS || err == unix.EOPNOTSUPP) {
-				p.noRange.Store(true) // this pair of file systems cannot: read and write
-				break
-			}
-			if err != nil {
-				return fmt.Errorf("copy: %w", err)
-			}
-			if n == 0 {
-				return nil // shrank since the fstat
-			}
-			left -= int64(n)
+		fallback, err := inKernel(size, func(_ int64, n int) (int, error) {
+			return unix.CopyFileRange(in, nil, out, nil, n, 0)
+		}, func(err error) bool {
+			return err == unix.EXDEV || err == unix.EINVAL || err == unix.ENOSYS || err == unix.EOPNOTSUPP
+		})
+		if !fallback {
+			return err
 		}
-		if left <= 0 {
-			return nil
-		}
+		p.noRange.Store(true) // this pair of file systems cannot
 	}
-	if !p.noSendfile.Load() && left == size && placeCopyFrom <= 1 {
-		// Across file systems (ext4 to tmpfs): one call a file in the
-		// kernel, not a read and a write through buf.
-		for left > 0 {
-			off := size - left
-			n, err := unix.Sendfile(out, in, &off, int(min(left, 1<<30)))
-			if err == unix.EINTR {
-				continue
-			}
-			if err != nil && left == size && (err == unix.EINVAL || err == unix.ENOSYS || err == unix.EOPNOTSUPP || err == unix.EAGAIN) {
-				p.noSendfile.Store(true)
-				break
-			}
-			if err != nil {
-				return fmt.Errorf("copy: %w", err)
-			}
-			if n == 0 {
-				return nil // shrank since the fstat
-			}
-			left -= int64(n)
+	if !p.noSendfile.Load() && placeCopyFrom <= 1 {
+		// Across file systems (ext4 to tmpfs): still one call a file in
+		// the kernel, not a read and a write through buf.
+		fallback, err := inKernel(size, func(done int64, n int) (int, error) {
+			return unix.Sendfile(out, in, &done, n)
+		}, func(err error) bool {
+			return err == unix.EINVAL || err == unix.ENOSYS || err == unix.EOPNOTSUPP || err == unix.EAGAIN
+		})
+		if !fallback {
+			return err
 		}
-		if left <= 0 {
-			return nil
-		}
+		p.noSendfile.Store(true)
 	}
+	left := size
 	if *buf == nil {
 		*buf = *copyBufs.Get().(*[]byte)
 	}
@@ -264,6 +241,28 @@ func (p *placer) fastDirs(dirs []Change) (ok bool, err error) {
 		}
 	}
 	return true, nil
+}
+
+// inKernel calls call (a copy in the kernel of at most n bytes, done
+// copied so far) until size bytes are copied or the source ends (it
+// shrank since the fstat). fallback: the first call failed in a way
+// cannot says means these file systems cannot copy so; nothing was copied.
+func inKernel(size int64, call func(done int64, n int) (int, error), cannot func(error) bool) (fallback bool, err error) {
+	for left := size; left > 0; {
+		n, err := call(size-left, int(min(left, 1<<30)))
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil && left == size && cannot(err):
+			return true, nil
+		case err != nil:
+			return false, fmt.Errorf("copy: %w", err)
+		case n == 0:
+			return false, nil
+		}
+		left -= int64(n)
+	}
+	return false, nil
 }
 
 // fastChmodDirs gives dirs (parents first, as Diff lists them) their own

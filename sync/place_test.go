@@ -391,10 +391,7 @@ func TestPlacedStateSavedInBackground(t *testing.T) {
 			delete(live.m, f)
 		}
 	}
-	stateFiles := func(p *pair) []string {
-		m, _ := filepath.Glob(filepath.Join(p.hstate, "*.state"))
-		return m
-	}
+	stateFiles := helperStateFiles
 	for _, dies := range []bool{false, true} {
 		t.Run(fmt.Sprint("dies=", dies), func(t *testing.T) {
 			p := newPair(t)
@@ -417,13 +414,7 @@ func TestPlacedStateSavedInBackground(t *testing.T) {
 			if err := helper.Apply(push); err != nil {
 				t.Fatal(err)
 			}
-			hostTimes := map[string]time.Time{}
-			filepath.Walk(p.host, func(path string, fi os.FileInfo, err error) error {
-				if err == nil && fi.Mode().IsRegular() {
-					hostTimes[path] = fi.ModTime()
-				}
-				return nil
-			})
+			hostTimes := hostMTimes(p.host)
 			if dies {
 				// The command killed the worker before its state was
 				// written: the write goes with it.
@@ -431,14 +422,7 @@ func TestPlacedStateSavedInBackground(t *testing.T) {
 				died.Store(true)
 				unhold()
 			} else {
-				var pull bytes.Buffer
-				reply := helper.Collect(&pull) // returns with the write held
-				if err := r.ReadPull(&pull); err != nil {
-					t.Fatal(err)
-				}
-				if _, err := r.Finish(reply); err != nil {
-					t.Fatal(err)
-				}
+				finishRound(t, r, helper) // returns with the write held
 				if len(stateFiles(p)) != 0 {
 					t.Fatalf("state written while held: %v", stateFiles(p))
 				}
@@ -449,20 +433,10 @@ func TestPlacedStateSavedInBackground(t *testing.T) {
 				}
 			}
 			beforeBackgroundSave = nil
-			rep := p.sync(nil) // a new worker: from the file, or from none
+			rep := quietRoundAfter(t, p, hostTimes) // a new worker: from the file, or from none
 			if !dies && (rep.Applied != 0 || rep.Pushed != 0) {
 				t.Fatalf("a worker started from the saved state: %+v, want a quiet round", rep)
 			}
-			if len(rep.Conflicts) != 0 || len(rep.HostKept) != 0 || rep.Applied != 0 {
-				t.Fatalf("the round after: %+v", rep)
-			}
-			filepath.Walk(p.host, func(path string, fi os.FileInfo, err error) error {
-				if err == nil && fi.Mode().IsRegular() && !fi.ModTime().Equal(hostTimes[path]) {
-					t.Errorf("%s was rewritten on the host", path)
-				}
-				return nil
-			})
-			p.same()
 			// And from there on as ever.
 			rep = p.sync(func() { put(t, filepath.Join(p.sandbox, "d1", "new.go"), "package n") })
 			if rep.Applied != 1 {
@@ -590,10 +564,6 @@ func placedRound(t *testing.T, p *pair) (*Round, *Helper, *bytes.Buffer) {
 // leaves no state, and the round after it (the release's last pull-back)
 // finds the host's own files: nothing rewritten, no conflict.
 func TestLastRoundSavesAfterCommand(t *testing.T) {
-	stateFiles := func(p *pair) []string {
-		m, _ := filepath.Glob(filepath.Join(p.hstate, "*.state"))
-		return m
-	}
 	for _, dies := range []bool{false, true} {
 		t.Run(fmt.Sprint("dies=", dies), func(t *testing.T) {
 			p := newPair(t)
@@ -607,41 +577,68 @@ func TestLastRoundSavesAfterCommand(t *testing.T) {
 			if err := helper.Apply(push); err != nil {
 				t.Fatal(err)
 			}
-			if got := stateFiles(p); len(got) != 0 {
+			if got := helperStateFiles(p); len(got) != 0 {
 				t.Fatalf("the last round saved its state before the command: %v", got)
 			}
-			hostTimes := map[string]time.Time{}
-			filepath.Walk(p.host, func(path string, fi os.FileInfo, err error) error {
-				if err == nil && fi.Mode().IsRegular() {
-					hostTimes[path] = fi.ModTime()
-				}
-				return nil
-			})
+			hostTimes := hostMTimes(p.host)
 			if !dies {
-				var pull bytes.Buffer
-				reply := helper.Collect(&pull)
-				if err := r.ReadPull(&pull); err != nil {
-					t.Fatal(err)
-				}
-				if _, err := r.Finish(reply); err != nil {
-					t.Fatal(err)
-				}
+				finishRound(t, r, helper)
 				WaitSaves()
-				if got := stateFiles(p); len(got) != 1 {
+				if got := helperStateFiles(p); len(got) != 1 {
 					t.Fatalf("the last round's state was not written after its command: %v", got)
 				}
 			}
-			rep := p.sync(nil) // the release's last pull-back, from the file or from none
-			if len(rep.Conflicts) != 0 || len(rep.HostKept) != 0 || rep.Applied != 0 {
-				t.Fatalf("the round after: %+v", rep)
-			}
-			filepath.Walk(p.host, func(path string, fi os.FileInfo, err error) error {
-				if err == nil && fi.Mode().IsRegular() && !fi.ModTime().Equal(hostTimes[path]) {
-					t.Errorf("%s was rewritten on the host", path)
-				}
-				return nil
-			})
-			p.same()
+			quietRoundAfter(t, p, hostTimes) // the release's last pull-back, from the file or from none
 		})
 	}
+}
+
+// helperStateFiles lists the helper's state files of p.
+func helperStateFiles(p *pair) []string {
+	m, _ := filepath.Glob(filepath.Join(p.hstate, "*.state"))
+	return m
+}
+
+// hostMTimes records the mtime of each regular file below root.
+func hostMTimes(root string) map[string]time.Time {
+	times := map[string]time.Time{}
+	filepath.Walk(root, func(path string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			times[path] = fi.ModTime()
+		}
+		return nil
+	})
+	return times
+}
+
+// finishRound ends r as the helper's Collect answers it.
+func finishRound(t *testing.T, r *Round, helper *Helper) {
+	t.Helper()
+	var pull bytes.Buffer
+	reply := helper.Collect(&pull)
+	if err := r.ReadPull(&pull); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Finish(reply); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// quietRoundAfter runs the next round trip, which must find the host's own
+// files in the sandbox: nothing applied, no conflict, no host file
+// rewritten (times, recorded before), the trees the same.
+func quietRoundAfter(t *testing.T, p *pair, times map[string]time.Time) Report {
+	t.Helper()
+	rep := p.sync(nil)
+	if len(rep.Conflicts) != 0 || len(rep.HostKept) != 0 || rep.Applied != 0 {
+		t.Fatalf("the round after: %+v", rep)
+	}
+	filepath.Walk(p.host, func(path string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() && !fi.ModTime().Equal(times[path]) {
+			t.Errorf("%s was rewritten on the host", path)
+		}
+		return nil
+	})
+	p.same()
+	return rep
 }
