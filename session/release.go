@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sbx-sh/sbx/cache"
+	"github.com/sbx-sh/sbx/internal/workroot"
 	sbxsync "github.com/sbx-sh/sbx/sync"
 )
 
@@ -147,7 +148,7 @@ func (s *Session) folded() bool {
 // the backend can. Called with the session's lock file held.
 func (m *Manager) removeState(dir string) error {
 	// Workspaces in memory are set aside on their own tmpfs.
-	if p, ok := memoryWorkOf(dir); ok {
+	if p, ok := workroot.Of(dir); ok {
 		m.removeAside(memoryTrash(filepath.Dir(p)), p)
 	}
 	if err := removeMemoryWork(dir); err != nil {

@@ -7,10 +7,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 
 	"github.com/sbx-sh/sbx/cache"
+	"github.com/sbx-sh/sbx/internal/workroot"
 	"github.com/sbx-sh/sbx/sandbox"
 )
 
@@ -46,10 +45,6 @@ var (
 	MemoryWorkspaceBytes int64 = 256 << 20
 )
 
-// workRootFile, in the state dir, names the directory in memory that holds
-// the workspaces; without it they are in the state dir's work.
-const workRootFile = "workroot"
-
 // diskWorkRoot is where the state dir dir keeps workspaces on disk.
 func diskWorkRoot(dir string) string { return filepath.Join(dir, "work") }
 
@@ -57,7 +52,7 @@ func diskWorkRoot(dir string) string { return filepath.Join(dir, "work") }
 func (s *Session) workRoot() string {
 	if s.work == "" {
 		s.work = diskWorkRoot(s.dir)
-		if p, ok := memoryWorkOf(s.dir); ok {
+		if p, ok := workroot.Of(s.dir); ok {
 			s.work = p
 		}
 	}
@@ -66,34 +61,6 @@ func (s *Session) workRoot() string {
 
 // inMemory reports whether the session's workspaces are in memory.
 func (s *Session) inMemory() bool { return s.workRoot() != diskWorkRoot(s.dir) }
-
-// memoryWorkOf reads the directory in memory recorded for the state dir
-// dir, if one is.
-func memoryWorkOf(dir string) (string, bool) {
-	b, err := os.ReadFile(filepath.Join(dir, workRootFile))
-	if err != nil {
-		return "", false
-	}
-	p := strings.TrimSpace(string(b))
-	if !validMemoryWork(p) {
-		return "", false
-	}
-	return p, true
-}
-
-// validMemoryWork checks that p has the shape memoryWorkDir gives
-// (.../sbx-<this uid>/<16 hex digits>): only such a directory is ever
-// removed as a session's workspaces.
-func validMemoryWork(p string) bool {
-	if !filepath.IsAbs(p) || filepath.Clean(p) != p {
-		return false
-	}
-	name, parent := filepath.Base(p), filepath.Base(filepath.Dir(p))
-	if len(name) != 16 || strings.Trim(name, "0123456789abcdef") != "" {
-		return false
-	}
-	return parent == "sbx-"+strconv.Itoa(os.Geteuid())
-}
 
 // memoryWorkDir is the state dir dir's directory below the backend's root.
 func memoryWorkDir(root, dir string) string {
@@ -117,13 +84,13 @@ func (s *Session) removeWorkspaces() error {
 // removeMemoryWork removes the workspaces in memory recorded for the state
 // dir dir, then the record. In line: on a tmpfs that costs no disk.
 func removeMemoryWork(dir string) error {
-	p, ok := memoryWorkOf(dir)
+	p, ok := workroot.Of(dir)
 	if ok {
 		if err := cache.Remove(p); err != nil {
 			return err
 		}
 	}
-	if err := os.Remove(filepath.Join(dir, workRootFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Remove(filepath.Join(dir, workroot.File)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	return nil
@@ -167,7 +134,7 @@ func (s *Session) chooseWorkRoot() error {
 		return nil
 	}
 	// Recorded before anything is put there: a crash leaves it findable.
-	if err := writeFileRenamed(filepath.Join(s.dir, workRootFile), []byte(p+"\n")); err != nil {
+	if err := writeFileRenamed(filepath.Join(s.dir, workroot.File), []byte(p+"\n")); err != nil {
 		os.Remove(p)
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sbx-sh/sbx/internal/testenv"
+	"github.com/sbx-sh/sbx/internal/workroot"
 	"github.com/sbx-sh/sbx/sandbox"
 )
 
@@ -69,7 +70,7 @@ func TestWorkspaceInMemory(t *testing.T) {
 	if fi, err := os.Lstat(own); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
 		t.Fatalf("the user's directory on the tmpfs: %v %v", fi, err)
 	}
-	w, ok := memoryWorkOf(filepath.Join(f.root, "mem"))
+	w, ok := workroot.Of(filepath.Join(f.root, "mem"))
 	if !ok || filepath.Dir(w) != own {
 		t.Fatalf("the workroot record says %q (%v), want a directory in %s", w, ok, own)
 	}
@@ -134,7 +135,7 @@ func TestWorkspaceOnDisk(t *testing.T) {
 			if typ := fsTypeInSandbox(t, s); typ == "tmpfs" {
 				t.Fatalf("the sandbox's code dir is on tmpfs")
 			}
-			if _, ok := memoryWorkOf(filepath.Join(f.root, c.name)); ok {
+			if _, ok := workroot.Of(filepath.Join(f.root, c.name)); ok {
 				t.Fatal("a workroot record for workspaces on disk")
 			}
 			if got, want := s.workDir(0), filepath.Join(f.root, c.name, "work", "0"); got != want {
@@ -203,7 +204,7 @@ func TestMemoryWorkspaceBoundedByMemoryLimit(t *testing.T) {
 	if typ := fsTypeInSandbox(t, s); typ != "tmpfs" {
 		t.Fatalf("the sandbox's code dir is on %q, want tmpfs", typ)
 	}
-	w, _ := memoryWorkOf(filepath.Join(f.root, "flood"))
+	w, _ := workroot.Of(filepath.Join(f.root, "flood"))
 	var out strings.Builder
 	// 256 MiB asked for, in 1 MiB files (each under any per-file bound).
 	o, err := s.Exec(context.Background(), Run{Command: "mkdir -p flood && i=0; while [ $i -lt 256 ]; do head -c 1048576 /dev/zero > flood/$i || exit 1; i=$((i+1)); done; echo wrote all",
@@ -266,8 +267,8 @@ func TestValidMemoryWork(t *testing.T) {
 		"/dev/shm/sbx-" + uid + "/0123456789abcdef/":       false,
 		"/dev/shm/other/sbx-" + uid + "x/0123456789abcdef": false,
 	} {
-		if got := validMemoryWork(p); got != want {
-			t.Errorf("validMemoryWork(%q) = %v, want %v", p, got, want)
+		if got := workroot.Valid(p); got != want {
+			t.Errorf("workroot.Valid(%q) = %v, want %v", p, got, want)
 		}
 	}
 }
@@ -291,7 +292,7 @@ func TestNoexecTmpfsNotUsed(t *testing.T) {
 	if out, _ := sh(t, s, "./run.sh && stat -f -c %T ."); out != "run\ntmpfs\n" {
 		t.Fatalf("the workspace's script in a workspace in memory: %q", out)
 	}
-	w, _ := memoryWorkOf(filepath.Join(f.root, "noexec"))
+	w, _ := workroot.Of(filepath.Join(f.root, "noexec"))
 	if strings.HasPrefix(w, rt+"/") {
 		t.Fatalf("the workspaces are on the noexec tmpfs: %s", w)
 	}

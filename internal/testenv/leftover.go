@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sbx-sh/sbx/internal/workroot"
 )
 
 // EndSandboxes ends what is left of the local sandboxes whose state lies
@@ -36,7 +38,7 @@ func EndSandboxes(root string) []string {
 			}
 		}
 	}
-	var workRoots []string // after the inits: a workspace in memory may still be in use until then
+	var workRoots []string // state dirs; after the inits: a workspace in memory may still be in use until then
 	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return nil
@@ -44,8 +46,8 @@ func EndSandboxes(root string) []string {
 		if d.IsDir() && (d.Name() == "work" || d.Name() == "rootfs" || d.Name() == "cache") {
 			return filepath.SkipDir
 		}
-		if d.Name() == "workroot" {
-			workRoots = append(workRoots, p)
+		if d.Name() == workroot.File {
+			workRoots = append(workRoots, filepath.Dir(p))
 		}
 		if d.Name() != "local.json" {
 			return nil
@@ -80,14 +82,13 @@ func EndSandboxes(root string) []string {
 		return nil
 	})
 	// Workspaces kept in memory (a tmpfs outside root) that no release
-	// removed: the state dir's workroot file names them.
-	for _, p := range workRoots {
-		b, err := os.ReadFile(p)
-		w := strings.TrimSpace(string(b))
-		if err == nil && filepath.IsAbs(w) && strings.HasPrefix(filepath.Base(filepath.Dir(w)), "sbx-") {
+	// removed: the state dir's workroot file names them, in the one shape
+	// the session itself removes.
+	for _, dir := range workRoots {
+		if w, ok := workroot.Of(dir); ok {
 			if _, err := os.Lstat(w); err == nil {
 				os.RemoveAll(w)
-				ended = append(ended, fmt.Sprintf("workspaces in memory %s of %s", w, filepath.Dir(p)))
+				ended = append(ended, fmt.Sprintf("workspaces in memory %s of %s", w, dir))
 			}
 		}
 	}
