@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -269,7 +268,7 @@ func (b *box) Exec(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, error
 			}
 			return res, nil
 		}
-		if strings.HasPrefix(r.Error, "worker lost") && b.lostToOOM() {
+		if r.workerLost() && b.lostToOOM() {
 			// The OOM killer chose the worker rather than the init: the
 			// sandbox lives on, what the command wrote stays in it.
 			return res, fmt.Errorf("sandbox refused the command: the sandbox ran out of memory while the command ran, and the kernel ended the process that ran it: %s", oomAdvice)

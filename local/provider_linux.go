@@ -341,7 +341,6 @@ func (p *Provider) Attach(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		err = json.Unmarshal(raw, &st)
 	}
 	b := &box{dir: spec.StateDir, st: st}
-	b.oomSeen.Store(oomKills(st.Cgroups))
 	if err != nil {
 		b.cleanup()
 		return nil, &sandbox.StaleError{Name: spec.Name, Reason: "unreadable state: " + err.Error()}
@@ -363,6 +362,8 @@ func (p *Provider) Attach(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		b.cleanup()
 		return nil, &sandbox.StaleError{Name: spec.Name, Reason: fmt.Sprintf("it was started by sbx %s, this is %s", r.Version, p.Version)}
 	}
+	// What the OOM killer did before this attach is not a loss of ours.
+	b.oomSeen.Store(oomKills(st.Cgroups))
 	return b, nil
 }
 

@@ -237,7 +237,7 @@ func (s *server) exec(c *conn, req *request, files []*os.File) {
 		break
 	}
 	closeAll(files)
-	if r.Error != "" && strings.HasPrefix(r.Error, "worker lost") {
+	if r.workerLost() {
 		w.kill()
 	} else {
 		s.putWorker(w)
@@ -250,6 +250,13 @@ func (s *server) exec(c *conn, req *request, files []*os.File) {
 	c.writeFrame(r)
 }
 
+// workerLost begins a reply's Error when the worker that ran the command
+// died or was killed (the init lives on, with a new worker).
+const workerLost = "worker lost"
+
+// workerLost reports whether r says the command's worker was lost.
+func (r reply) workerLost() bool { return strings.HasPrefix(r.Error, workerLost) }
+
 // relay reads w's frames for one command: a terminal's "started" frame
 // (with its master side) and the pull's pipe go on to the client, the
 // final reply to done.
@@ -259,7 +266,7 @@ func (s *server) relay(c *conn, w *worker, req *request, done chan<- reply) {
 		var r reply
 		files, err := w.c.readFrame(&r)
 		if err != nil {
-			done <- reply{Done: true, ExitCode: 137, Signal: "SIGKILL", Error: "worker lost: " + err.Error(),
+			done <- reply{Done: true, ExitCode: 137, Signal: "SIGKILL", Error: workerLost + ": " + err.Error(),
 				resend: !got && errors.Is(err, syscall.ECONNRESET)}
 			return
 		}
@@ -296,7 +303,7 @@ func (s *server) stopCommand(w *worker, done chan reply) reply {
 		return r
 	case <-time.After(2 * time.Second):
 		w.kill()
-		return reply{Done: true, ExitCode: 137, Signal: "SIGKILL", Error: "worker lost: did not stop its command"}
+		return reply{Done: true, ExitCode: 137, Signal: "SIGKILL", Error: workerLost + ": did not stop its command"}
 	}
 }
 
