@@ -38,31 +38,8 @@ func diskUsage(dir string, stop int64) (int64, error) {
 	return total, err
 }
 
-// treeSize is diskUsage that also counts the entries, and stops once they
-// are over maxEntries (smallTree's walk of a host tree).
-func treeSize(dir string, maxEntries, stop int64) (entries, bytes int64, err error) {
-	errStop := errors.New("over")
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p == dir {
-			return nil
-		}
-		if entries++; entries > maxEntries {
-			return errStop
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return nil // gone meanwhile
-		}
-		if bytes += fi.Size(); bytes > stop {
-			return errStop
-		}
-		return nil
-	})
-	if err == errStop {
-		err = nil
-	}
-	return entries, bytes, err
+// treeSize would count a host tree for a workspace in memory, which only
+// Linux has (local.Provider.MemoryWorkRoot): no walk of the tree for it.
+func treeSize(string, int64, int64) (entries, bytes int64, err error) {
+	return 0, 0, errors.New("workspaces in memory need Linux")
 }

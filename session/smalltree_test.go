@@ -1,3 +1,5 @@
+//go:build linux
+
 package session
 
 import (
@@ -33,7 +35,7 @@ func TestSmallTreeBounds(t *testing.T) {
 		return n
 	}
 	na, nb := oracle(a), oracle(b)
-	n, bytes, small := smallTree([]string{a, b}, na+nb, 1<<30)
+	n, bytes, small, _ := smallTree([]string{a, b}, na+nb, 1<<30)
 	if !small || n != na+nb {
 		t.Fatalf("a tree of %d entries under a bound of as many: small %v, counted %d", na+nb, small, n)
 	}
@@ -41,19 +43,19 @@ func TestSmallTreeBounds(t *testing.T) {
 	if min := int64(100 * 29 * 30 / 2); bytes < min {
 		t.Fatalf("counted %d bytes, fewer than the files' %d", bytes, min)
 	}
-	if _, _, small := smallTree([]string{a, b}, na+nb-1, 1<<30); small {
+	if _, _, small, _ := smallTree([]string{a, b}, na+nb-1, 1<<30); small {
 		t.Fatal("one entry over the bound (in the second code dir) was taken for small")
 	}
-	if _, _, small := smallTree([]string{a}, na-1, 1<<30); small {
+	if _, _, small, _ := smallTree([]string{a}, na-1, 1<<30); small {
 		t.Fatal("one entry over the bound was taken for small")
 	}
-	if _, _, small := smallTree([]string{a, b}, na+nb, bytes-1); small {
+	if _, _, small, _ := smallTree([]string{a, b}, na+nb, bytes-1); small {
 		t.Fatal("one byte over the bound was taken for small")
 	}
-	if _, _, small := smallTree([]string{a, b}, na+nb, bytes); !small {
+	if _, _, small, _ := smallTree([]string{a, b}, na+nb, bytes); !small {
 		t.Fatal("a tree of exactly the byte bound was not small")
 	}
-	if _, _, small := smallTree([]string{filepath.Join(a, "missing"), b}, na+nb, 1<<30); !small {
+	if _, _, small, _ := smallTree([]string{filepath.Join(a, "missing"), b}, na+nb, 1<<30); !small {
 		t.Fatal("a code dir that does not exist (yet) made the tree not small")
 	}
 }

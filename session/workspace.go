@@ -112,7 +112,11 @@ func (s *Session) chooseWorkRoot() error {
 	if l := s.params.Limits.MemoryBytes / 4; l > 0 && l < maxBytes {
 		maxBytes = l
 	}
-	files, bytes, small := smallTree(s.params.CodeDirs, MemoryWorkspaceFiles, maxBytes)
+	files, bytes, small, err := smallTree(s.params.CodeDirs, MemoryWorkspaceFiles, maxBytes)
+	if err != nil {
+		s.m.log.Debug("workspaces on disk: the tree could not be counted", "session", s.name, "why", err)
+		return nil
+	}
 	if !small {
 		s.m.log.Debug("workspaces on disk: the tree is not small", "session", s.name, "entries_at_least", files, "bytes_at_least", bytes,
 			"bound_entries", MemoryWorkspaceFiles, "bound_bytes", maxBytes)
@@ -148,15 +152,18 @@ func (s *Session) chooseWorkRoot() error {
 // full length when that is more), and reports whether both stay within
 // the bounds; it stops at the first bound passed (the counts are then
 // lower bounds), so that a large tree costs only its first maxFiles
-// entries. A directory it cannot list or search counts as not small.
-func smallTree(dirs []string, maxFiles int, maxBytes int64) (int, int64, bool) {
+// entries. A directory it cannot list or search is an error: not small.
+func smallTree(dirs []string, maxFiles int, maxBytes int64) (int, int64, bool, error) {
 	var n, bytes int64
 	for _, d := range dirs {
 		k, b, err := treeSize(d, int64(maxFiles)-n, maxBytes-bytes)
 		n, bytes = n+k, bytes+b
-		if err != nil || n > int64(maxFiles) || bytes > maxBytes {
-			return int(n), bytes, false
+		if err != nil {
+			return int(n), bytes, false, err
+		}
+		if n > int64(maxFiles) || bytes > maxBytes {
+			return int(n), bytes, false, nil
 		}
 	}
-	return int(n), bytes, true
+	return int(n), bytes, true, nil
 }
