@@ -30,6 +30,7 @@ func Exec(ctx context.Context, e *Env, args []string) int { return execOrShell(c
 func Shell(ctx context.Context, e *Env, args []string) int { return execOrShell(ctx, e, args, true) }
 
 func execOrShell(ctx context.Context, e *Env, args []string, shell bool) int {
+	oneShotGC(os.Getenv)
 	name := "exec"
 	if shell {
 		name = "shell"
