@@ -103,6 +103,7 @@ func (s *Session) foldBegin() {
 		return // a job's writes after this round need the final pull
 	}
 	s.sync.FullScanNext()
+	s.sync.EndsAfterNext()
 	s.fold.round = s.sync.Rounds() + 1
 }
 

@@ -404,6 +404,7 @@ func (s *Session) claim(ctx context.Context) error {
 		// The round that stands for the final pull (foldBegin) is this
 		// first one, begun below: its full scan is asked for before.
 		s.sync.FullScanNext()
+		s.sync.EndsAfterNext()
 		s.fold.round = s.sync.Rounds() + 1
 	}
 	s.startFirstRound(ctx)
@@ -1154,6 +1155,7 @@ func (s *Session) finalPull(ctx context.Context, sb sandbox.Sandbox) {
 	// Both sides scan in full: the last chance for what no event reported
 	// (a write through a shared mmap).
 	s.sync.FullScanNext()
+	s.sync.EndsAfterNext()
 	rep, err := s.syncOnly(ctx, sb)
 	s.lastRelease = rep
 	if err != nil {

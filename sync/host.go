@@ -64,6 +64,8 @@ type Host struct {
 	rounds uint64
 	// fullNext asks the next round trip's helper for a full scan.
 	fullNext bool
+	// endsNext: the session ends after the next round trip (EndsAfterNext).
+	endsNext bool
 }
 
 // Watch makes the host side keep its manifests current from file-system
@@ -87,6 +89,17 @@ func (h *Host) FullScanNext() {
 		d.watch.Invalidate("a full scan was asked for")
 	}
 }
+
+// EndsAfterNext says that the session ends after the next round trip (the
+// last pull-back before a release): when nothing comes back, its Finish
+// does not write the state, which no later round trip reads. It is a gob
+// of the whole manifest, synced to disk: 3-30 ms of a one-command sbx exec
+// on this machine's ext4. Whoever reads the state all the same (the release
+// failed and a later process takes the sandbox on) finds the last one saved
+// and pushes again what this process had pushed since, which the sandbox
+// applies as no-ops. A round that brings changes back saves as ever: the
+// pull's recovery after a crash needs the state.
+func (h *Host) EndsAfterNext() { h.endsNext = true }
 
 // Rounds counts the round trips begun by this Host.
 func (h *Host) Rounds() uint64 { return h.rounds }
@@ -332,7 +345,9 @@ type Round struct {
 	undo    []Undo // per watched dir: what its scan changed in place
 	changes [][]Change
 	spooled bool
-	report  Report
+	// last: the session ends after this round (Host.EndsAfterNext).
+	last   bool
+	report Report
 	// rejected counts the rejected held deletions this round pushes back.
 	rejected int
 	// settled counts the hashes this round's scans verified (Scanner.Settled).
@@ -377,6 +392,7 @@ func (h *Host) Begin() (*Round, Report, error) {
 	h.st.Seq = binary.LittleEndian.Uint64(seq[:])
 	r := &Round{h: h, Request: HelperRequest{Version: ProtocolVersion, Seq: h.st.Seq, Ack: h.st.Ack, FullScan: h.fullNext}}
 	h.fullNext = false
+	r.last, h.endsNext = h.endsNext, false
 	held, err := readHeld(h.heldDir())
 	if err != nil {
 		return nil, recovered, err
@@ -708,7 +724,7 @@ func (r *Round) Finish(reply HelperReply) (Report, error) {
 		// A watching process (sbx-mcp) keeps settled hashes in memory
 		// (saved with its next save; another process that reads the file
 		// hashes them once more).
-		if !wasReset && (r.settled == 0 || h.watching()) && rep.Pushed < pushSaveMin {
+		if r.last || !wasReset && (r.settled == 0 || h.watching()) && rep.Pushed < pushSaveMin {
 			return rep, nil
 		}
 		return rep, h.save()

@@ -177,3 +177,62 @@ func TestWatchedSmallPushNotSaved(t *testing.T) {
 	}
 	p.same()
 }
+
+// TestEndsAfterNextSavesNothing: the round before a release that brings
+// nothing back does not write the host's state, which no later round trip
+// reads (a one-command sbx exec paid a gob of its manifest and an fsync for
+// it); one that brings changes back saves as ever, and the word holds for
+// one round trip only.
+func TestEndsAfterNextSavesNothing(t *testing.T) {
+	state := func(p *pair) os.FileInfo {
+		fi, _ := os.Stat(filepath.Join(p.hstate+"-host", "sync.state"))
+		return fi
+	}
+	for _, last := range []bool{false, true} {
+		t.Run(fmt.Sprint("last=", last), func(t *testing.T) {
+			p := newPair(t)
+			put(t, filepath.Join(p.host, "a"), "a")
+			if last {
+				p.h.EndsAfterNext()
+			}
+			p.sync(nil) // a first round: it saves, unless the session ends
+			if saved := state(p) != nil; saved == last {
+				t.Fatalf("EndsAfterNext %v: the first round saved the state: %v", last, saved)
+			}
+		})
+	}
+	t.Run("changes-back", func(t *testing.T) {
+		p := newPair(t)
+		put(t, filepath.Join(p.host, "a"), "a")
+		p.sync(nil)
+		before := state(p)
+		if before == nil {
+			t.Fatal("the first round saved no state")
+		}
+		p.h.EndsAfterNext()
+		rep := p.sync(func() { put(t, filepath.Join(p.sandbox, "b"), "b") })
+		if rep.Applied != 1 || read(t, filepath.Join(p.host, "b")) != "b" {
+			t.Fatalf("the sandbox's file did not come back: %+v", rep)
+		}
+		// A save renames a new file over the old.
+		if after := state(p); after == nil || os.SameFile(before, after) {
+			t.Fatal("a last round that brought a change back did not save the state")
+		}
+	})
+	t.Run("one-round", func(t *testing.T) {
+		p := newPair(t)
+		put(t, filepath.Join(p.host, "a"), "a")
+		p.sync(nil)
+		p.h.EndsAfterNext()
+		p.sync(nil)
+		before := state(p)
+		for i := 0; i < pushSaveMin; i++ {
+			put(t, filepath.Join(p.host, "many", fmt.Sprint(i)), "x")
+		}
+		p.sync(nil) // a push this large saves, the session's end being past
+		// A save renames a new file over the old.
+		if after := state(p); after == nil || os.SameFile(before, after) {
+			t.Fatal("the round after the last one did not save a large push: EndsAfterNext held past its round")
+		}
+	})
+}
