@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/sbx-sh/sbx/cache"
 	"github.com/sbx-sh/sbx/internal/workroot"
@@ -112,7 +113,9 @@ func (s *Session) chooseWorkRoot() error {
 	if l := s.params.Limits.MemoryBytes / 4; l > 0 && l < maxBytes {
 		maxBytes = l
 	}
+	start := time.Now()
 	files, bytes, small, err := smallTree(s.params.CodeDirs, MemoryWorkspaceFiles, maxBytes)
+	counted := time.Since(start)
 	if err != nil {
 		s.m.log.Debug("workspaces on disk: the tree could not be counted", "session", s.name, "why", err)
 		return nil
@@ -143,7 +146,7 @@ func (s *Session) chooseWorkRoot() error {
 		return err
 	}
 	s.work = p
-	s.m.log.Debug("workspaces in memory", "session", s.name, "dir", p, "entries", files, "bytes", bytes)
+	s.m.log.Debug("workspaces in memory", "session", s.name, "dir", p, "entries", files, "bytes", bytes, "counted", counted, "took", time.Since(start))
 	return nil
 }
 
