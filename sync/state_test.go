@@ -219,6 +219,30 @@ func TestEndsAfterNextSavesNothing(t *testing.T) {
 			t.Fatal("a last round that brought a change back did not save the state")
 		}
 	})
+	t.Run("later-process", func(t *testing.T) {
+		// The release failed after a last round that saved nothing, and a
+		// later process takes the sandbox on: it finds no state, pushes
+		// everything again as to a new sandbox, and the sandbox, which
+		// holds the same files, brings nothing back and keeps them.
+		p := newPair(t)
+		put(t, filepath.Join(p.host, "a"), "a")
+		put(t, filepath.Join(p.host, "d", "b"), "b")
+		p.h.EndsAfterNext()
+		p.sync(nil) // a one-command session's round: nothing comes back, nothing saved
+		if state(p) != nil {
+			t.Fatal("the last round saved the state")
+		}
+		p.open() // the later process
+		rep := p.sync(nil)
+		if rep.Applied != 0 || len(rep.Conflicts) != 0 || rep.Pushed != 3 {
+			t.Fatalf("the later process's round pushed %d (want the 3 entries again), brought back %d, conflicts %v", rep.Pushed, rep.Applied, rep.Conflicts)
+		}
+		for _, f := range []string{"a", "d/b"} {
+			if h, sb := read(t, filepath.Join(p.host, f)), read(t, filepath.Join(p.sandbox, f)); h != sb || len(h) != 1 {
+				t.Errorf("%s: host %q, sandbox %q", f, h, sb)
+			}
+		}
+	})
 	t.Run("one-round", func(t *testing.T) {
 		p := newPair(t)
 		put(t, filepath.Join(p.host, "a"), "a")
