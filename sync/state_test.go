@@ -124,9 +124,9 @@ func TestSettledHashesStaySettled(t *testing.T) {
 			for time.Since(written) <= racyWindow+100*time.Millisecond {
 				time.Sleep(50 * time.Millisecond) // the files age past the racy window
 			}
-			before, _ := os.Stat(filepath.Join(p.hstate+"-host", "sync.state"))
+			before := hostStateInfo(p)
 			p.sync(nil) // settles them
-			after, _ := os.Stat(filepath.Join(p.hstate+"-host", "sync.state"))
+			after := hostStateInfo(p)
 			if watched && (before == nil || after == nil || !after.ModTime().Equal(before.ModTime())) {
 				t.Fatal("a watching host rewrote its state for hashes that only settled")
 			}
@@ -184,10 +184,7 @@ func TestWatchedSmallPushNotSaved(t *testing.T) {
 // it); one that brings changes back saves as ever, and the word holds for
 // one round trip only.
 func TestEndsAfterNextSavesNothing(t *testing.T) {
-	state := func(p *pair) os.FileInfo {
-		fi, _ := os.Stat(filepath.Join(p.hstate+"-host", "sync.state"))
-		return fi
-	}
+	state := hostStateInfo
 	for _, last := range []bool{false, true} {
 		t.Run(fmt.Sprint("last=", last), func(t *testing.T) {
 			p := newPair(t)
@@ -259,4 +256,10 @@ func TestEndsAfterNextSavesNothing(t *testing.T) {
 			t.Fatal("the round after the last one did not save a large push: EndsAfterNext held past its round")
 		}
 	})
+}
+
+// hostStateInfo stats the host's saved sync state of p (nil: none).
+func hostStateInfo(p *pair) os.FileInfo {
+	fi, _ := os.Stat(p.h.statePath())
+	return fi
 }
