@@ -441,7 +441,7 @@ func (h *Helper) Apply(push io.Reader) error {
 			return err
 		}
 		m := hd.state.Manifest
-		racy := time.Now().Add(-racyWindow).UnixNano()
+		racy := racyFor(hd.d.Path, time.Now())
 		applied := 0
 		fresh := hd.d.Reset // a new sandbox: nothing of its own to keep aside
 		dirs := &dirRoots{base: r, m: map[string]*os.Root{}}
@@ -451,7 +451,7 @@ func (h *Helper) Apply(push io.Reader) error {
 				m[p] = e
 				return
 			}
-			if e.Mode.IsRegular() && e.MTime < racy {
+			if e.Mode.IsRegular() && !racy.racy(e.MTime) {
 				e.Hash = ""
 			}
 			if old, had := m[p]; had && old.Mode.IsDir() && !e.Mode.IsDir() {
@@ -668,7 +668,7 @@ func (hd *helperDir) applyPlaced(push io.Reader) error {
 	if len(m) != hd.d.Placed {
 		return fmt.Errorf("the host placed %d entries in %s, the sandbox side takes %d: the workspace is not the one the host filled (release the session and start again)", hd.d.Placed, hd.d.Path, len(m))
 	}
-	racy := time.Now().Add(-racyWindow).UnixNano()
+	racy := racyFor(hd.d.Path, time.Now())
 	var toHash []string
 	for p, e := range m {
 		if _, need := hashDecision(p, e, nil, racy); need && e.Mode.IsRegular() {

@@ -70,7 +70,8 @@ func (e Entry) Same(o Entry) bool {
 
 // racyWindow: a file whose mtime is this close to the scan may still change
 // without its size or mtime showing it (timestamps are coarse), so its content
-// is hashed.
+// is hashed. It is the window of a file system not known to keep fine
+// timestamps; racyFor shortens it to fineRacyWindow where they are.
 const racyWindow = 2 * time.Second
 
 // Scanner walks a tree in parallel and builds its manifest.
@@ -127,7 +128,7 @@ func (s *Scanner) Scan(root string, prev Manifest) (Manifest, error) {
 	}
 	sort.Slice(w.skipped, func(a, b int) bool { return w.skipped[a].Path < w.skipped[b].Path })
 	s.Skipped = w.skipped
-	racy := start.Add(-racyWindow).UnixNano()
+	racy := racyFor(root, start)
 	var toHash []string
 	for p, e := range w.out {
 		if !e.Mode.IsRegular() {
@@ -292,9 +293,9 @@ func entryOf(fi fs.FileInfo) (Entry, bool) {
 	return e, true
 }
 
-// hashAll hashes paths into m; a hash of a file whose mtime is before racy
-// is Verified.
-func hashAll(root string, m, prev Manifest, paths []string, racy int64, workers int) error {
+// hashAll hashes paths into m; a hash of a file the rule no longer takes
+// for racy is Verified.
+func hashAll(root string, m, prev Manifest, paths []string, racy racyRule, workers int) error {
 	if len(paths) == 0 {
 		return nil
 	}
@@ -319,7 +320,7 @@ func hashAll(root string, m, prev Manifest, paths []string, racy int64, workers 
 					delete(m, p) // gone now: the next scan sees it
 				default:
 					e := m[p]
-					e.Hash, e.Verified = h, e.MTime < racy
+					e.Hash, e.Verified = h, !racy.racy(e.MTime)
 					m[p] = e
 				}
 				hashedFiles.Add(1)

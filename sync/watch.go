@@ -379,7 +379,7 @@ func (s *Scanner) incremental(root string, m Manifest, w *Watch, touched map[str
 		}
 	}
 	// Hashes, as a full scan decides them.
-	racy := start.Add(-racyWindow).UnixNano()
+	racy := racyFor(root, start)
 	var toHash []string
 	for p, e := range now {
 		if !e.Mode.IsRegular() {
@@ -444,8 +444,8 @@ func (s *Scanner) incremental(root string, m Manifest, w *Watch, touched map[str
 // hashDecision is the full scan's rule: whether the file at p, found as e,
 // must be read and hashed, given prev, the manifest of the last sync; when
 // not, the entry to record (a verified hash carried over).
-func hashDecision(p string, e Entry, prev Manifest, racy int64) (Entry, bool) {
-	if e.MTime >= racy {
+func hashDecision(p string, e Entry, prev Manifest, racy racyRule) (Entry, bool) {
+	if racy.racy(e.MTime) {
 		return e, true // it may still change within its mtime's tick
 	}
 	old, had := prev[p]

@@ -1,0 +1,56 @@
+package sync
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestMountInsideTreeKeepsTheLongWindow: the scans cross mount points, so
+// a file system mounted inside a tree (it could be a network one, with
+// another machine's clock) makes the whole tree keep racyWindow; through
+// a symlink to the tree too. Unmounted, the tree is fine again (within
+// mountInfoTTL).
+func TestMountInsideTreeKeepsTheLongWindow(t *testing.T) {
+	root := t.TempDir()
+	sub := filepath.Join(root, "a b", "mnt")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(root, link); err != nil {
+		t.Fatal(err)
+	}
+	fresh := func() { mountCache.Lock(); mountCache.at = time.Time{}; mountCache.Unlock() }
+	fresh()
+	if !fineTimestamps(root) || !fineTimestamps(link) {
+		t.Fatalf("%s (on ext4, tmpfs, XFS or Btrfs, nothing mounted inside) not taken for fine timestamps", root)
+	}
+	if err := unix.Mount("tmpfs", sub, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatalf("mount a tmpfs inside the tree (the test runs as root, as CI does): %v", err)
+	}
+	defer unix.Unmount(sub, unix.MNT_DETACH)
+	fresh()
+	if fineTimestamps(root) {
+		t.Fatal("a tree with a file system mounted inside it (a space in its path) taken for fine timestamps")
+	}
+	if fineTimestamps(link) {
+		t.Fatal("the same tree through a symlink taken for fine timestamps")
+	}
+	if !fineTimestamps(sub) {
+		t.Fatal("the mounted tmpfs itself, nothing inside it, not taken for fine timestamps")
+	}
+	if err := unix.Unmount(sub, 0); err != nil {
+		t.Fatal(err)
+	}
+	fresh()
+	if !fineTimestamps(root) {
+		t.Fatal("after the unmount the tree still keeps the long window")
+	}
+	if got := unescapeMount(`/a\040b/c\134d\011`); got != "/a b/c\\d\t" {
+		t.Fatalf("unescape: %q", got)
+	}
+}
