@@ -42,16 +42,7 @@ func TestFreshTreeNotHashedAtEveryScan(t *testing.T) {
 	now := filepath.Join(root, "now")
 	os.WriteFile(now, []byte("now"), 0o644)
 
-	sc := &Scanner{}
-	scan := func(prev Manifest) (Manifest, int64) {
-		t.Helper()
-		before := hashedFiles.Load()
-		m, err := sc.Scan(root, prev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m, hashedFiles.Load() - before
-	}
+	scan := countingScan(t, root)
 	m1, read1 := scan(nil)
 	m2, read2 := scan(m1)
 	if time.Since(written) >= racyWindow {

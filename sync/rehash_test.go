@@ -21,16 +21,7 @@ func TestHashNotReadAgainOnceSettled(t *testing.T) {
 	}
 	old := time.Now().Add(-time.Hour)
 	os.Chtimes(p, old, old)
-	sc := &Scanner{}
-	scan := func(prev Manifest) (Manifest, int64) {
-		t.Helper()
-		before := hashedFiles.Load()
-		m, err := sc.Scan(root, prev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m, hashedFiles.Load() - before
-	}
+	scan := countingScan(t, root)
 
 	// The last sync hashed it while it was racy.
 	m0, _ := scan(nil)
@@ -72,5 +63,20 @@ func TestHashNotReadAgainOnceSettled(t *testing.T) {
 	m4, _ := scan(m3)
 	if _, n := scan(m4); n != 0 {
 		t.Fatalf("an unchanged unhashed file was read: %d", n)
+	}
+}
+
+// countingScan scans root with a Scanner of its own against prev and says
+// how many files the scan read to hash.
+func countingScan(t *testing.T, root string) func(prev Manifest) (Manifest, int64) {
+	sc := &Scanner{}
+	return func(prev Manifest) (Manifest, int64) {
+		t.Helper()
+		before := hashedFiles.Load()
+		m, err := sc.Scan(root, prev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m, hashedFiles.Load() - before
 	}
 }
