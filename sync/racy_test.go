@@ -82,6 +82,8 @@ func TestRacyRule(t *testing.T) {
 		fine, coarse bool
 	}{
 		{start, true, true},
+		{start.Add(time.Second), true, true}, // in the future (a pull can carry any mtime): always racy
+		{time.Unix(1_000_003, 0), true, true},
 		{start.Add(-50 * time.Millisecond), true, true},
 		{start.Add(-150 * time.Millisecond), false, true},
 		{start.Add(-1900 * time.Millisecond), false, true},
