@@ -3,15 +3,14 @@
 package local
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sbx-sh/sbx/internal/mountinfo"
 )
 
 // Landlock is the second layer under the mount table: where the kernel has
@@ -161,9 +160,10 @@ func llAllow(rulesetFD int, p string, handled uint64) error {
 // writablePaths are writableFixed plus the read-write bind mounts in this
 // process's mount table (the workspace and the package caches): every
 // read-write mount but the root, /dev itself, /proc and /sys and what is
-// beneath them.
+// beneath them. A line of the table it cannot read is left out: a missed
+// mount is only a write refused.
 func writablePaths() ([]string, error) {
-	raw, err := os.ReadFile("/proc/self/mountinfo")
+	mounts, err := mountinfo.Read()
 	if err != nil {
 		return nil, fmt.Errorf("read the mount table for Landlock: %w", err)
 	}
@@ -172,12 +172,12 @@ func writablePaths() ([]string, error) {
 	for _, p := range paths {
 		seen[p] = true
 	}
-	for _, m := range parseMountinfo(raw) {
-		if !m.rw || seen[m.point] || !writableMount(m.point) {
+	for _, m := range mounts {
+		if !m.RW || seen[m.Point] || !writableMount(m.Point) {
 			continue
 		}
-		seen[m.point] = true
-		paths = append(paths, m.point)
+		seen[m.Point] = true
+		paths = append(paths, m.Point)
 	}
 	return paths, nil
 }
@@ -189,72 +189,6 @@ func writableMount(p string) bool {
 		}
 	}
 	return strings.HasPrefix(p, "/")
-}
-
-type mountEntry struct {
-	point string
-	rw    bool
-}
-
-// parseMountinfo reads the mount point and the per-mount read-write flag of
-// each line of /proc/self/mountinfo (proc(5)): field 5 is the mount point,
-// with space, tab, newline and backslash escaped as \ooo; field 6 the mount
-// options. Lines it cannot read are left out: a missed mount is only a
-// write refused.
-func parseMountinfo(raw []byte) []mountEntry {
-	var out []mountEntry
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		// Fields are separated by single spaces; anything else (a form feed,
-		// a non-breaking space) is part of a name.
-		f := strings.Split(sc.Text(), " ")
-		if len(f) < 6 {
-			continue
-		}
-		point, ok := unescapeMountinfo(f[4])
-		if !ok {
-			continue
-		}
-		rw := false
-		for _, o := range strings.Split(f[5], ",") {
-			if o == "rw" {
-				rw = true
-			}
-		}
-		out = append(out, mountEntry{point: point, rw: rw})
-	}
-	return out
-}
-
-// unescapeMountinfo undoes the kernel's octal escapes (\040 for a space).
-func unescapeMountinfo(s string) (string, bool) {
-	if !strings.Contains(s, `\`) {
-		return s, true
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '\\' {
-			b.WriteByte(s[i])
-			continue
-		}
-		if i+4 > len(s) {
-			return "", false
-		}
-		v := 0
-		for _, c := range []byte(s[i+1 : i+4]) {
-			if c < '0' || c > '7' {
-				return "", false
-			}
-			v = v*8 + int(c-'0')
-		}
-		if v > 0xff {
-			return "", false
-		}
-		b.WriteByte(byte(v))
-		i += 3
-	}
-	return b.String(), true
 }
 
 // LandlockLayer says whether commands run under Landlock, at which ABI,

@@ -1,14 +1,14 @@
 package sync
 
 import (
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	gosync "sync"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sbx-sh/sbx/internal/mountinfo"
 )
 
 // fineTimestamps reports whether root is on a local file system known to
@@ -35,8 +35,9 @@ func fineTimestamps(root string) bool {
 	if !ok {
 		return false
 	}
+	below := strings.TrimSuffix(real, "/") + "/"
 	for _, mp := range mps {
-		if strings.HasPrefix(mp, strings.TrimSuffix(real, "/")+"/") {
+		if strings.HasPrefix(mp, below) {
 			return false
 		}
 	}
@@ -54,42 +55,18 @@ var mountCache struct {
 	ok  bool
 }
 
-// mountPoints lists the mount points of this process's mount namespace
-// (/proc/self/mountinfo's fifth field, its octal escapes undone); ok is
-// false when it cannot be read.
+// mountPoints lists the mount points of this process's mount namespace;
+// ok is false when the table cannot be read.
 func mountPoints() ([]string, bool) {
 	mountCache.Lock()
 	defer mountCache.Unlock()
 	if time.Since(mountCache.at) < mountInfoTTL {
 		return mountCache.mps, mountCache.ok
 	}
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	mounts, err := mountinfo.Read()
 	mountCache.at, mountCache.mps, mountCache.ok = time.Now(), nil, err == nil
-	for line := range strings.SplitSeq(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 5 {
-			continue
-		}
-		mountCache.mps = append(mountCache.mps, unescapeMount(f[4]))
+	for _, m := range mounts {
+		mountCache.mps = append(mountCache.mps, m.Point)
 	}
 	return mountCache.mps, mountCache.ok
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

@@ -50,38 +50,4 @@ func TestMountInsideTreeKeepsTheLongWindow(t *testing.T) {
 	if !fineTimestamps(root) {
 		t.Fatal("after the unmount the tree still keeps the long window")
 	}
-	if got := unescapeMount(`/a\040b/c\134d\011`); got != "/a b/c\\d\t" {
-		t.Fatalf("unescape: %q", got)
-	}
-}
-
-// FuzzUnescapeMount: a mount point escaped as the kernel writes it in
-// mountinfo (space, tab, newline and backslash as three octal digits;
-// seq_file's mangle) reads back as itself, and an unescaped name that
-// holds no backslash is left as it is.
-func FuzzUnescapeMount(f *testing.F) {
-	for _, s := range []string{"/", "/a b", `/c\d`, "/e\tf\ng", `\`, `\04`, "/\x00/ü"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		var esc []byte
-		for i := 0; i < len(s); i++ {
-			switch c := s[i]; c {
-			case ' ', '\t', '\n', '\\':
-				esc = append(esc, '\\', '0'+c>>6, '0'+(c>>3)&7, '0'+c&7)
-			default:
-				esc = append(esc, c)
-			}
-		}
-		if got := unescapeMount(string(esc)); got != s {
-			t.Fatalf("unescape(%q) = %q, want %q", esc, got, s)
-		}
-		noBackslash := true
-		for i := 0; i < len(s); i++ {
-			noBackslash = noBackslash && s[i] != '\\'
-		}
-		if got := unescapeMount(s); noBackslash && got != s {
-			t.Fatalf("unescape(%q) = %q: a name without escapes changed", s, got)
-		}
-	})
 }
