@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sbx-sh/sbx/internal/fastjson"
 )
 
 // The init and its clients speak length-prefixed JSON frames over a unix
@@ -129,7 +131,7 @@ func (c *conn) Close() error {
 
 // writeFrame sends v with files attached.
 func (c *conn) writeFrame(v any, files ...*os.File) error {
-	payload, err := json.Marshal(v)
+	payload, err := fastjson.Marshal(v)
 	if err != nil {
 		return err
 	}
@@ -240,7 +242,7 @@ func (c *conn) readFrame(v any) ([]*os.File, error) {
 	c.fds = c.fds[nfd:]
 	payload := c.buf[5 : 5+size]
 	c.buf = c.buf[5+size:]
-	if err := json.Unmarshal(payload, v); err != nil {
+	if err := fastjson.Unmarshal(payload, v); err != nil {
 		closeAll(files)
 		return nil, fmt.Errorf("bad frame: %w", err)
 	}

@@ -13,7 +13,6 @@ package session
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +28,7 @@ import (
 
 	"github.com/sbx-sh/sbx/cache"
 	"github.com/sbx-sh/sbx/internal/escape"
+	"github.com/sbx-sh/sbx/internal/fastjson"
 	"github.com/sbx-sh/sbx/router"
 	"github.com/sbx-sh/sbx/sandbox"
 	sbxsync "github.com/sbx-sh/sbx/sync"
@@ -635,7 +635,7 @@ func (s *Session) roundTrip(ctx context.Context, sb sandbox.Sandbox, cmd *sandbo
 	for _, f := range git {
 		round.Request.Files = append(round.Request.Files, f.HelperFile)
 	}
-	req, err := json.Marshal(round.Request)
+	req, err := fastjson.Marshal(round.Request)
 	if err != nil {
 		return sandbox.Result{}, rep, err
 	}
@@ -677,7 +677,7 @@ func (s *Session) roundTrip(ctx context.Context, sb sandbox.Sandbox, cmd *sandbo
 		return res, rep, xerr
 	}
 	var reply sbxsync.HelperReply
-	if err := json.Unmarshal(res.SyncReply, &reply); err != nil {
+	if err := fastjson.Unmarshal(res.SyncReply, &reply); err != nil {
 		return res, rep, fmt.Errorf("%w: bad sync reply: %v", ErrSync, err)
 	}
 	if len(round.Request.Files) > 0 {

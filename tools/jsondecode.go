@@ -2,62 +2,23 @@ package tools
 
 import (
 	"encoding/json"
-	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	segjson "github.com/segmentio/encoding/json"
+
+	"github.com/sbx-sh/sbx/internal/fastjson"
 )
 
 // MaxJSONDepth bounds the nesting of a JSON value sbx-mcp decodes, as the
 // SDK bounds its own: deeper input is refused before it is parsed.
-const MaxJSONDepth = 1000
+const MaxJSONDepth = fastjson.MaxDepth
 
 // decode is the SDK's JSON decoding (segmentio/encoding/json, struct fields
-// matched by their exact names, nesting bounded by MaxJSONDepth) of one
-// value, without the 32 KiB buffer its streaming decoder allocates per
-// value. What follows the value is ignored, as the SDK's decoder ignores
-// it; every caller passes one value (a line json.Valid accepted, or a part
-// of one).
-func decode(data []byte, v any) error {
-	if tooDeep(data, MaxJSONDepth) {
-		return fmt.Errorf("json: exceeded maximum nesting depth of %d", MaxJSONDepth)
-	}
-	_, err := segjson.Parse(data, v, segjson.DontMatchCaseInsensitiveStructFields)
-	return err
-}
-
-// tooDeep says whether data nests objects and arrays deeper than max,
-// outside strings.
-func tooDeep(data []byte, max int) bool {
-	depth := 0
-	inString, escaped := false, false
-	for _, c := range data {
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = true
-		case '{', '[':
-			if depth++; depth > max {
-				return true
-			}
-		case '}', ']':
-			if depth > 0 {
-				depth--
-			}
-		}
-	}
-	return false
-}
+// matched by their exact names, nesting bounded by MaxJSONDepth:
+// internal/fastjson) of one value, without the 32 KiB buffer its streaming
+// decoder allocates per value. What follows the value is ignored, as the
+// SDK's decoder ignores it; every caller passes one value (a line
+// json.Valid accepted, or a part of one).
+func decode(data []byte, v any) error { return fastjson.Decode(data, v) }
 
 // wireMessage is a JSON-RPC message as the SDK decodes one (its Method raw,
 // to tell a present "method" from an absent one).
