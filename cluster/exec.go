@@ -116,12 +116,13 @@ const killFunc = `sbx_kill() {
 // argv (sandbox.Cmd.Fallback: run instead where the argv's program is an
 // absolute path that is not an executable file). The command line it evals
 // names positional parameters only, never their values.
-const wrapperScript = killFunc + `id=$1 dir=$2 merge=$3 mark=$4 in=$5 lp=$6 ne=$7 na=$8 w3=$9 f4=${10}; shift 10
+const wrapperScript = killFunc + `id=$1 dir=$2 merge=$3 mark=$4 in=$5 lp=$6 ne=$7 na=$8 w3=$9 f4=${10} fb=${11}; shift 11
 d=${TMPDIR:-/tmp}/.sbx-exec
 [ -d "$d" ] || { mkdir -p "$d"; chmod 700 "$d"; } 2>/dev/null
 f=$d/$id
-cd "$dir" || { printf '\036%s\036' "$mark"; exit 125; }
 [ "$merge" = 1 ] && exec 2>&1
+if [ -n "$fb" ] && ! [ -d "$dir" ]; then printf 'sbx: %s no longer exists; running in %s\n' "$dir" "$fb" >&2; dir=$fb; fi
+cd "$dir" || { printf '\036%s\036' "$mark"; exit 125; }
 a=$((ne+1)) n=$na
 eval "prog=\${$a}"
 if [ $# -gt $((ne+na)) ]; then
@@ -146,6 +147,7 @@ case $prog in
 esac
 c="env -i" i=0
 while [ $i -lt "$ne" ]; do i=$((i+1)); c="$c \"\${$i}\""; done
+[ -n "$fb" ] && c="$c \"PWD=\$dir\""
 c="$c \"\$prog\"" i=$a
 while [ $i -lt $((a+n-1)) ]; do i=$((i+1)); c="$c \"\${$i}\""; done
 r3='3>&-' r4='4<&-'
@@ -262,7 +264,7 @@ func (s *Sandbox) execWrapper(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Re
 	if len(cmd.Fd4) > sandbox.MaxFd4 {
 		return sandbox.Result{}, fmt.Errorf("exec: fd 4 of %d bytes is over its bound of %d", len(cmd.Fd4), sandbox.MaxFd4)
 	}
-	argv := append([]string{"/bin/sh", "-c"}, cmdWrapperArgs(id, cmd.Dir, merge, mark, cmd.Stdin != nil, cmd.Fd3 != nil, cmd.Fd4, cmd.Env, cmd.Argv, cmd.Fallback)...)
+	argv := append([]string{"/bin/sh", "-c"}, cmdWrapperArgs(id, cmd.Dir, cmd.DirFallback, merge, mark, cmd.Stdin != nil, cmd.Fd3 != nil, cmd.Fd4, cmd.Env, cmd.Argv, cmd.Fallback)...)
 	out := newFd3Splitter(orDiscard(cmd.Stdout), "\x1e"+mark+"\x1e")
 	var errw io.Writer
 	if !merge && cmd.Stderr != nil {
@@ -328,14 +330,14 @@ func (s *Sandbox) execWrapper(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Re
 // wrapperArgs are the arguments of sh -c that run argv with wrapperScript,
 // with fd 3 and without fd 4 or a fallback.
 func wrapperArgs(id, dir string, merge bool, mark string, stdin bool, env, argv []string) []string {
-	return cmdWrapperArgs(id, dir, merge, mark, stdin, true, nil, env, argv, nil)
+	return cmdWrapperArgs(id, dir, "", merge, mark, stdin, true, nil, env, argv, nil)
 }
 
 // cmdWrapperArgs are the arguments of sh -c that run argv (or fallback)
 // with wrapperScript.
-func cmdWrapperArgs(id, dir string, merge bool, mark string, stdin, fd3 bool, fd4 []byte, env, argv, fallback []string) []string {
+func cmdWrapperArgs(id, dir, dirFallback string, merge bool, mark string, stdin, fd3 bool, fd4 []byte, env, argv, fallback []string) []string {
 	args := []string{wrapperScript, "sbx", id, dir, boolArg(merge), mark, boolArg(stdin), lookupPath(env), strconv.Itoa(len(env)),
-		strconv.Itoa(len(argv)), boolArg(fd3), octalFormat(fd4)}
+		strconv.Itoa(len(argv)), boolArg(fd3), octalFormat(fd4), dirFallback}
 	args = append(args, env...)
 	args = append(args, argv...)
 	return append(args, fallback...)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -347,7 +348,7 @@ func TestWrapperFd4AndFallback(t *testing.T) {
 		t.Helper()
 		mark := randomID()
 		args := append(append([]string{}, sh[1:]...), "-c")
-		args = append(args, cmdWrapperArgs("f4", "/", false, mark, false, fd3, fd4, []string{"PATH=/usr/bin:/bin"}, argv, fallback)...)
+		args = append(args, cmdWrapperArgs("f4", "/", "", false, mark, false, fd3, fd4, []string{"PATH=/usr/bin:/bin"}, argv, fallback)...)
 		c := exec.Command(sh[0], args...)
 		c.Env = []string{"PATH=/usr/bin:/bin", "TMPDIR=" + t.TempDir()}
 		var out, errb bytes.Buffer
@@ -381,5 +382,39 @@ func TestWrapperFd4AndFallback(t *testing.T) {
 	out, _, code = run(false, nil, []string{"sh", "-c", "echo primary"}, []string{"sh", "-c", "echo fallback"})
 	if code != 0 || out != "primary\n|" {
 		t.Errorf("a program looked up on PATH: out %q; want the argv (the fallback is only for absolute paths)", out)
+	}
+}
+
+// The wrapper carries sandbox.Cmd's DirFallback as the helper's runner
+// does: a Dir that is gone starts the command in the fallback after one
+// line on stderr, and PWD names where it started.
+func TestWrapperDirFallback(t *testing.T) {
+	sh := podShell(t)
+	tmp := t.TempDir()
+	run := func(dir, fallback string) (string, string, int) {
+		t.Helper()
+		mark := randomID()
+		args := append(append([]string{}, sh[1:]...), "-c")
+		args = append(args, cmdWrapperArgs("df", dir, fallback, false, mark, false, false, nil, []string{"PATH=/usr/bin:/bin", "PWD=/elsewhere"}, []string{"sh", "-c", `printf '%s %s\n' "$(pwd -P)" "$PWD"`}, nil)...)
+		c := exec.Command(sh[0], args...)
+		c.Env = []string{"PATH=/usr/bin:/bin", "TMPDIR=" + tmp}
+		var out, errb bytes.Buffer
+		sp := newFd3Splitter(&out, "\x1e"+mark+"\x1e")
+		c.Stdout, c.Stderr = sp, &errb
+		c.Run()
+		sp.Flush()
+		return out.String(), errb.String(), c.ProcessState.ExitCode()
+	}
+	real, _ := filepath.EvalSymlinks(tmp)
+	if out, errs, code := run(real, "/"); code != 0 || out != real+" "+real+"\n" || errs != "" {
+		t.Errorf("Dir there: exit %d, out %q, stderr %q; want it in %s with PWD naming it", code, out, errs, real)
+	}
+	gone := filepath.Join(real, "gone")
+	want := "sbx: " + gone + " no longer exists; running in " + real + "\n"
+	if out, errs, code := run(gone, real); code != 0 || out != real+" "+real+"\n" || errs != want {
+		t.Errorf("Dir gone: exit %d, out %q, stderr %q; want it in %s, PWD naming it, stderr %q", code, out, errs, real, want)
+	}
+	if _, _, code := run(gone, ""); code != 125 {
+		t.Errorf("Dir gone, no fallback: exit %d, want 125", code)
 	}
 }

@@ -27,7 +27,7 @@ func Exec(ctx context.Context, run StreamFunc, helperPath string, cmd *sandbox.C
 	start := time.Now()
 	var idb [8]byte
 	rand.Read(idb[:])
-	h := Header{Version: Version, ID: hex.EncodeToString(idb[:]), Argv: cmd.Argv, Env: cmd.Env, Dir: cmd.Dir,
+	h := Header{Version: Version, ID: hex.EncodeToString(idb[:]), Argv: cmd.Argv, Env: cmd.Env, Dir: cmd.Dir, DirFallback: cmd.DirFallback,
 		TimeoutMS: cmd.Timeout.Milliseconds(), Stdin: cmd.Stdin != nil, Fd3: cmd.Fd3 != nil,
 		Fd4: cmd.Fd4, Fallback: cmd.Fallback}
 	if len(cmd.Fd4) > sandbox.MaxFd4 {

@@ -32,6 +32,7 @@ type Header struct {
 	Argv           []string        `json:"argv"`
 	Env            []string        `json:"env"`
 	Dir            string          `json:"dir"`
+	DirFallback    string          `json:"dir_fallback,omitempty"` // sandbox.Cmd.DirFallback
 	TimeoutMS      int64           `json:"timeout_ms,omitempty"`
 	Stdin          bool            `json:"stdin,omitempty"`
 	Fd3            bool            `json:"fd3,omitempty"`

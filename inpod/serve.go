@@ -80,7 +80,7 @@ func Serve(in io.Reader, out io.Writer) int {
 		}
 	}
 	rc := &runner.Cmd{
-		Argv: h.Argv, Dir: h.Dir, Env: h.Env,
+		Argv: h.Argv, Dir: h.Dir, DirFallback: h.DirFallback, Env: h.Env,
 		Stdout: stream{fw, frameStdout}, Stderr: stream{fw, frameStderr},
 		Timeout: time.Duration(h.TimeoutMS) * time.Millisecond,
 		// The push and then the command's stdin come on in.

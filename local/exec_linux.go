@@ -59,7 +59,7 @@ func (b *box) Exec(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, error
 	}
 	defer c.Close()
 
-	req := request{Op: "exec", Argv: cmd.Argv, Dir: cmd.Dir, Env: withEnv(cmd.Env, b.st.Env), TimeoutMS: cmd.Timeout.Milliseconds()}
+	req := request{Op: "exec", Argv: cmd.Argv, Dir: cmd.Dir, DirFallback: cmd.DirFallback, Env: withEnv(cmd.Env, b.st.Env), TimeoutMS: cmd.Timeout.Milliseconds()}
 	if cmd.Timeout > 0 && req.TimeoutMS == 0 {
 		req.TimeoutMS = 1
 	}

@@ -37,11 +37,13 @@ const (
 type request struct {
 	Op string `json:"op"` // "exec", "kill", "ping", "shutdown"
 
-	Argv      []string `json:"argv,omitempty"`
-	Dir       string   `json:"dir,omitempty"`
-	Env       []string `json:"env,omitempty"`
-	TimeoutMS int64    `json:"timeout_ms,omitempty"`
-	TTY       bool     `json:"tty,omitempty"`
+	Argv []string `json:"argv,omitempty"`
+	Dir  string   `json:"dir,omitempty"`
+	// DirFallback is sandbox.Cmd.DirFallback.
+	DirFallback string   `json:"dir_fallback,omitempty"`
+	Env         []string `json:"env,omitempty"`
+	TimeoutMS   int64    `json:"timeout_ms,omitempty"`
+	TTY         bool     `json:"tty,omitempty"`
 	// Fds says which descriptors come with an exec frame, in this order:
 	// "stdin", "stdout", "stderr", "fd3". A missing stdin is /dev/null, a
 	// missing stdout or stderr discards that output.

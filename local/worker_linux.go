@@ -40,6 +40,7 @@ type workerExec struct {
 	Argv           []string `json:"argv"`
 	Env            []string `json:"env"`
 	Dir            string   `json:"dir"`
+	DirFallback    string   `json:"dir_fallback,omitempty"`
 	TTY            bool     `json:"tty,omitempty"`
 	Fds            []string `json:"fds,omitempty"`
 	StderrToStdout bool     `json:"stderr_to_stdout,omitempty"`
@@ -165,7 +166,7 @@ func runOne(c *conn, req *workerExec, files []*os.File) reply {
 			stdio[name] = files[i]
 		}
 	}
-	rc := &runner.Cmd{Argv: req.Argv, Dir: req.Dir, Env: req.Env, Sync: req.Sync, PushEnds: true, Fd4: req.Fd4, Fallback: req.Fallback}
+	rc := &runner.Cmd{Argv: req.Argv, Dir: req.Dir, DirFallback: req.DirFallback, Env: req.Env, Sync: req.Sync, PushEnds: true, Fd4: req.Fd4, Fallback: req.Fallback}
 	var fd3 bytes.Buffer // the runner hands on at most sandbox.MaxFd3+1 bytes
 	if req.Fd3 {
 		rc.Fd3 = &fd3

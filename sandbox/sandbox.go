@@ -95,6 +95,13 @@ type Cmd struct {
 	Argv []string
 	// Dir is the working directory inside the sandbox; empty means "/".
 	Dir string
+	// DirFallback, when set, is where the command starts when Dir is gone
+	// (or is no directory) by the time it starts, after the sync's push:
+	// the backend then writes "sbx: DIR no longer exists; running in
+	// FALLBACK" and a newline to the command's stderr first, as the shell
+	// wrapper's own cd did. Either way the command's PWD names the
+	// directory it starts in, as a shell's cd would leave it.
+	DirFallback string
 	// Env is the complete environment of the command.
 	Env []string
 	// Stdin is the command's standard input; nil means closed (/dev/null).

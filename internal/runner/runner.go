@@ -49,6 +49,10 @@ type Cmd struct {
 	Argv []string
 	// Dir is the working directory; empty keeps the runner's own.
 	Dir string
+	// DirFallback is sandbox.Cmd.DirFallback: where the command starts
+	// when Dir is no directory once the push is applied (said on its
+	// stderr), with PWD naming where it starts.
+	DirFallback string
 	// Env is the complete environment of the command: nil and empty both
 	// mean none (never the runner's own). Argv[0] is looked up on its PATH
 	// (see LookPath).
@@ -145,16 +149,27 @@ func Run(c *Cmd, iso Isolation) Result {
 			return notRun(CannotRun, "sync into the sandbox: %v", err)
 		}
 	}
-	cmd := &exec.Cmd{
-		Path: path, Args: argv, Dir: c.Dir,
-		// Exactly the request's environment: a nil Env would hand the
-		// command the runner's own.
-		Env:         append(make([]string, 0, len(c.Env)), c.Env...),
-		Stdin:       c.Stdin,
-		Stdout:      c.Stdout,
-		Stderr:      c.Stderr,
-		SysProcAttr: iso.SysProcAttr(),
+	dir := c.Dir
+	if c.DirFallback != "" && !isDir(dir) {
+		dir = fallBack(c)
 	}
+	newCmd := func(dir string) *exec.Cmd {
+		env := c.Env
+		if c.DirFallback != "" {
+			env = withPWD(env, dir)
+		}
+		return &exec.Cmd{
+			Path: path, Args: argv, Dir: dir,
+			// Exactly the request's environment: a nil Env would hand the
+			// command the runner's own.
+			Env:         append(make([]string, 0, len(env)), env...),
+			Stdin:       c.Stdin,
+			Stdout:      c.Stdout,
+			Stderr:      c.Stderr,
+			SysProcAttr: iso.SysProcAttr(),
+		}
+	}
+	cmd := newCmd(dir)
 	var fd3r, fd3w, fd4 *os.File
 	switch f := c.Fd3.(type) {
 	case nil:
@@ -181,6 +196,14 @@ func Run(c *Cmd, iso Isolation) Result {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, fd4)
 	}
 	err = cmd.Start()
+	if err != nil && c.DirFallback != "" && dir != c.DirFallback && !isDir(dir) {
+		// Dir went between the check and the start (a background job
+		// removed it): the fallback, as if it had been gone before.
+		extra := cmd.ExtraFiles
+		cmd = newCmd(fallBack(c))
+		cmd.ExtraFiles = extra
+		err = cmd.Start()
+	}
 	if fd3w != nil {
 		fd3w.Close()
 	}
@@ -274,6 +297,33 @@ func Run(c *Cmd, iso Isolation) Result {
 func executable(path string) bool {
 	fi, err := os.Stat(path)
 	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
+}
+
+// isDir reports whether dir is a directory (symlinks followed, as chdir
+// follows them).
+func isDir(dir string) bool {
+	fi, err := os.Stat(dir)
+	return err == nil && fi.IsDir()
+}
+
+// fallBack says on the command's stderr that it starts in c.DirFallback,
+// since c.Dir is gone, and returns c.DirFallback.
+func fallBack(c *Cmd) string {
+	if c.Stderr != nil {
+		fmt.Fprintf(c.Stderr, "sbx: %s no longer exists; running in %s\n", c.Dir, c.DirFallback)
+	}
+	return c.DirFallback
+}
+
+// withPWD is env with PWD set to dir, in place of any PWD it had.
+func withPWD(env []string, dir string) []string {
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "PWD=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, "PWD="+dir)
 }
 
 // fd4Pipe returns the reading end of a pipe holding b, its writing end

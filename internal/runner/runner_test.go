@@ -3,6 +3,7 @@ package runner
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -143,5 +144,43 @@ func TestLookPath(t *testing.T) {
 	}
 	if got, _ := LookPath("./x/y", nil); got != "./x/y" {
 		t.Errorf("a name with a slash is used as it is: got %q", got)
+	}
+}
+
+// TestDirFallback: with DirFallback set, a Dir that is there is where the
+// command starts (PWD naming it, whatever PWD the request had); one that
+// is gone or is a file starts it in the fallback, after one line on its
+// stderr; without DirFallback a gone Dir is an error, as before.
+func TestDirFallback(t *testing.T) {
+	tmp := t.TempDir()
+	file := filepath.Join(tmp, "file")
+	os.WriteFile(file, nil, 0o644)
+	// A link to a directory: PWD names the link, as cd LINK leaves it,
+	// and pwd -P the directory.
+	real, link := filepath.Join(tmp, "real"), filepath.Join(tmp, "link")
+	os.Mkdir(real, 0o755)
+	os.Symlink("real", link)
+	show := []string{"/bin/sh", "-c", `printf '%s %s\n' "$(pwd -P)" "$PWD"`}
+	for _, tc := range []struct {
+		dir, fallback, out, errout string
+		code                       int
+	}{
+		{tmp, "/", tmp + " " + tmp + "\n", "", 0},
+		{link, "/", real + " " + link + "\n", "", 0},
+		{filepath.Join(tmp, "gone"), tmp, tmp + " " + tmp + "\n", "sbx: " + filepath.Join(tmp, "gone") + " no longer exists; running in " + tmp + "\n", 0},
+		{file, "/", "/ /\n", "sbx: " + file + " no longer exists; running in /\n", 0},
+		{filepath.Join(tmp, "gone"), "", "", "", -1}, // not run: an error, as before
+	} {
+		var out, errb strings.Builder
+		r := Run(&Cmd{Argv: show, Dir: tc.dir, DirFallback: tc.fallback, Env: []string{"PATH=/usr/bin:/bin", "PWD=/elsewhere"}, Stdout: &out, Stderr: &errb}, &groupIsolation{})
+		if tc.code == -1 {
+			if r.ExitCode == 0 || r.Error == "" || out.String() != "" {
+				t.Errorf("Dir %s, no fallback: exit %d (%q), out %q; want it not run, with an error", tc.dir, r.ExitCode, r.Error, out.String())
+			}
+			continue
+		}
+		if r.ExitCode != tc.code || out.String() != tc.out || errb.String() != tc.errout {
+			t.Errorf("Dir %s, fallback %q: exit %d (%s), out %q, stderr %q; want exit %d, out %q, stderr %q", tc.dir, tc.fallback, r.ExitCode, r.Error, out.String(), errb.String(), tc.code, tc.out, tc.errout)
+		}
 	}
 }

@@ -86,6 +86,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("ExactEnv", func(t *testing.T) { testExactEnv(t, sb(t)) })
 	t.Run("DefaultPath", func(t *testing.T) { testDefaultPath(t, sb(t)) })
 	t.Run("Dir", func(t *testing.T) { testDir(t, sb(t)) })
+	t.Run("DirFallback", func(t *testing.T) { testDirFallback(t, sb(t)) })
 	t.Run("Fd3", func(t *testing.T) { testFd3(t, sb(t)) })
 	t.Run("Fd3Bound", func(t *testing.T) { testFd3Bound(t, sb(t)) })
 	t.Run("Fd4", func(t *testing.T) { testFd4(t, sb(t)) })
@@ -319,6 +320,24 @@ func testDir(t *testing.T, sb sandbox.Sandbox) {
 		r := exec(t, context.Background(), sb, &sandbox.Cmd{Argv: sh("pwd -P"), Dir: dir})
 		if r.err != nil || r.res.ExitCode != 0 || r.out != want+"\n" {
 			t.Errorf("Dir %q: want the command in %s:\n%s", dir, want, r)
+		}
+	}
+}
+
+// testDirFallback: a Dir that is there is where the command starts, with
+// PWD naming it; one that is gone (or a file) starts it in DirFallback,
+// after one line on its stderr that says so.
+func testDirFallback(t *testing.T, sb sandbox.Sandbox) {
+	show := sh(`printf '%s %s\n' "$(pwd -P)" "$PWD"`)
+	r := exec(t, context.Background(), sb, &sandbox.Cmd{Argv: show, Dir: "/tmp", DirFallback: "/", Env: []string{"PWD=/elsewhere"}})
+	if r.err != nil || r.res.ExitCode != 0 || r.out != "/tmp /tmp\n" || r.errout != "" {
+		t.Errorf("Dir /tmp with a fallback: want the command in /tmp with PWD=/tmp, nothing on stderr:\n%s", r)
+	}
+	for _, gone := range []string{"/sbx-no-such-dir", "/bin/sh"} {
+		r = exec(t, context.Background(), sb, &sandbox.Cmd{Argv: show, Dir: gone, DirFallback: "/tmp"})
+		want := "sbx: " + gone + " no longer exists; running in /tmp\n"
+		if r.err != nil || r.res.ExitCode != 0 || r.out != "/tmp /tmp\n" || r.errout != want {
+			t.Errorf("Dir %s gone, fallback /tmp: want the command in /tmp with PWD=/tmp and stderr %q:\n%s", gone, want, r)
 		}
 	}
 }
