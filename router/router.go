@@ -23,6 +23,11 @@ type Decision struct {
 	Where  Where  `json:"where"`
 	Reason string `json:"reason"`
 	Plan   *Plan  `json:"-"`
+	// KeepsDir says that the command, run by bash, cannot change the
+	// shell's own working directory (keepsDir): the sandbox need not
+	// report where it ended. False whenever that is not certain, and for
+	// text that does not parse or that checkText refuses.
+	KeepsDir bool `json:"-"`
 }
 
 // Plan is what the host runner executes for a Host decision. No shell ever runs
@@ -143,14 +148,19 @@ func decide(command, cwd string, codeDirs []string, hostCommands [][]string) (De
 	if err != nil {
 		return sandbox(refuse("the command does not parse as shell")), w
 	}
+	keeps := keepsDir(f)
 	if r := w.check(f); r != nil {
-		return sandbox(r), w
+		d := sandbox(r)
+		d.KeepsDir = keeps
+		return d, w
 	}
 	p, r := w.plan(f)
 	if r != nil {
-		return sandbox(r), w
+		d := sandbox(r)
+		d.KeepsDir = keeps
+		return d, w
 	}
-	return Decision{Where: Host, Reason: w.hostReason(), Plan: p}, w
+	return Decision{Where: Host, Reason: w.hostReason(), Plan: p, KeepsDir: keeps}, w
 }
 
 // checkText refuses text a reader could misjudge before any parsing: control
