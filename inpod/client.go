@@ -96,7 +96,7 @@ func Exec(ctx context.Context, run StreamFunc, helperPath string, cmd *sandbox.C
 	outW.Close()
 	inR.Close()
 	r := <-frames
-	res := sandbox.Result{ExitCode: r.e.ExitCode, TimedOut: r.e.TimedOut, Signal: r.e.Signal, Duration: time.Since(start), SyncReply: r.e.SyncReply}
+	res := sandbox.Result{ExitCode: r.e.ExitCode, TimedOut: r.e.TimedOut, Signal: r.e.Signal, Duration: time.Since(start), SyncReply: r.e.SyncReply, FellBack: r.e.FellBack}
 	switch {
 	case r.err == nil && r.e.Error != "" && !r.e.Started:
 		if r.e.ExitCode == 126 || r.e.ExitCode == 127 {

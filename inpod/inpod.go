@@ -52,6 +52,7 @@ type Exit struct {
 	Started   bool            `json:"started"`
 	Error     string          `json:"error,omitempty"`
 	SyncReply json.RawMessage `json:"sync_reply,omitempty"`
+	FellBack  bool            `json:"fell_back,omitempty"` // sandbox.Result.FellBack
 }
 
 // Frame types.

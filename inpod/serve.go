@@ -98,7 +98,7 @@ func Serve(in io.Reader, out io.Writer) int {
 		rc.Fd3 = stream{fw, frameFd3} // bounded by the runner
 	}
 	r := runner.Run(rc, helperIsolation{})
-	raw, _ := json.Marshal(Exit{ExitCode: r.ExitCode, TimedOut: r.TimedOut, Signal: r.Signal, Started: r.Started, Error: r.Error, SyncReply: r.SyncReply})
+	raw, _ := json.Marshal(Exit{ExitCode: r.ExitCode, TimedOut: r.TimedOut, Signal: r.Signal, Started: r.Started, Error: r.Error, SyncReply: r.SyncReply, FellBack: r.FellBack})
 	fw.frame(frameExit, raw)
 	return 0
 }

@@ -257,7 +257,7 @@ func (b *box) Exec(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, error
 	if cmd.Fd3 != nil && len(r.Fd3) > 0 {
 		sandbox.Fd3Writer(cmd.Fd3).Write(r.Fd3)
 	}
-	res := sandbox.Result{ExitCode: r.ExitCode, TimedOut: r.TimedOut, Signal: r.Signal, Duration: time.Since(start), SyncReply: r.Sync}
+	res := sandbox.Result{ExitCode: r.ExitCode, TimedOut: r.TimedOut, Signal: r.Signal, Duration: time.Since(start), SyncReply: r.Sync, FellBack: r.FellBack}
 	if r.Error != "" && r.Pid == 0 && !r.TimedOut {
 		if r.ExitCode == 126 || r.ExitCode == 127 {
 			// Not found or not executable: a result, as a shell would give.

@@ -100,6 +100,8 @@ type reply struct {
 	// reading end of the pull's pipe (request.PullPipe): at most one per
 	// exec, only for one that asked, and a pipe (the host checks all three).
 	PullPipe bool `json:"pull_pipe,omitempty"`
+	// FellBack is sandbox.Result.FellBack, on the final reply.
+	FellBack bool `json:"fell_back,omitempty"`
 
 	// resend (the init's own, never on the wire) says that the worker
 	// reset the connection before sending anything: it never read the

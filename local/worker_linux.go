@@ -211,7 +211,7 @@ func runOne(c *conn, req *workerExec, files []*os.File) reply {
 		rc.Stdin, rc.Stdout, rc.Stderr = iso.slave, iso.slave, iso.slave
 	}
 	res := runner.Run(rc, iso)
-	r := reply{Done: true, ExitCode: res.ExitCode, Signal: res.Signal, Error: res.Error, Sync: res.SyncReply}
+	r := reply{Done: true, ExitCode: res.ExitCode, Signal: res.Signal, Error: res.Error, Sync: res.SyncReply, FellBack: res.FellBack}
 	if fd3.Len() > 0 {
 		r.Fd3 = fd3.Bytes()
 	}

@@ -99,8 +99,9 @@ type Cmd struct {
 	// (or is no directory) by the time it starts, after the sync's push:
 	// the backend then writes "sbx: DIR no longer exists; running in
 	// FALLBACK" and a newline to the command's stderr first, as the shell
-	// wrapper's own cd did. Either way the command's PWD names the
-	// directory it starts in, as a shell's cd would leave it.
+	// wrapper's own cd did, and Result.FellBack says so. Either way the
+	// command's PWD names the directory it starts in, as a shell's cd
+	// would leave it.
 	DirFallback string
 	// Env is the complete environment of the command.
 	Env []string
@@ -208,6 +209,9 @@ type Result struct {
 	Duration time.Duration
 	// SyncReply is the helper's reply, JSON, when the Cmd had Sync.
 	SyncReply []byte
+	// FellBack says that the command started in Cmd.DirFallback, its Dir
+	// being gone (the engine then moves the session's directory there).
+	FellBack bool
 }
 
 // TimeoutExitCode is the exit code of a command killed by its timeout, as

@@ -120,6 +120,8 @@ type Result struct {
 	// SyncReply is the helper's reply (JSON) when the Cmd had Sync and the
 	// command ran.
 	SyncReply json.RawMessage
+	// FellBack says that the command started in Cmd.DirFallback.
+	FellBack bool
 }
 
 func notRun(code int, format string, args ...any) Result {
@@ -149,9 +151,9 @@ func Run(c *Cmd, iso Isolation) Result {
 			return notRun(CannotRun, "sync into the sandbox: %v", err)
 		}
 	}
-	dir := c.Dir
+	dir, fellBack := c.Dir, false
 	if c.DirFallback != "" && !isDir(dir) {
-		dir = fallBack(c)
+		dir, fellBack = fallBack(c), true
 	}
 	newCmd := func(dir string) *exec.Cmd {
 		env := c.Env
@@ -202,6 +204,7 @@ func Run(c *Cmd, iso Isolation) Result {
 		extra := cmd.ExtraFiles
 		cmd = newCmd(fallBack(c))
 		cmd.ExtraFiles = extra
+		fellBack = true
 		err = cmd.Start()
 	}
 	if fd3w != nil {
@@ -236,7 +239,7 @@ func Run(c *Cmd, iso Isolation) Result {
 		ws  syscall.WaitStatus
 		err error
 	}
-	r := Result{Started: true}
+	r := Result{Started: true, FellBack: fellBack}
 	var w waited
 	if timeout == nil && c.Cancel == nil {
 		// Nothing to wait for beside the command (the local worker, whose

@@ -179,6 +179,9 @@ func TestDirFallback(t *testing.T) {
 			}
 			continue
 		}
+		if r.FellBack != (tc.errout != "") {
+			t.Errorf("Dir %s, fallback %q: FellBack %v", tc.dir, tc.fallback, r.FellBack)
+		}
 		if r.ExitCode != tc.code || out.String() != tc.out || errb.String() != tc.errout {
 			t.Errorf("Dir %s, fallback %q: exit %d (%s), out %q, stderr %q; want exit %d, out %q, stderr %q", tc.dir, tc.fallback, r.ExitCode, r.Error, out.String(), errb.String(), tc.code, tc.out, tc.errout)
 		}

@@ -326,18 +326,18 @@ func testDir(t *testing.T, sb sandbox.Sandbox) {
 
 // testDirFallback: a Dir that is there is where the command starts, with
 // PWD naming it; one that is gone (or a file) starts it in DirFallback,
-// after one line on its stderr that says so.
+// after one line on its stderr that says so, and Result.FellBack.
 func testDirFallback(t *testing.T, sb sandbox.Sandbox) {
 	show := sh(`printf '%s %s\n' "$(pwd -P)" "$PWD"`)
 	r := exec(t, context.Background(), sb, &sandbox.Cmd{Argv: show, Dir: "/tmp", DirFallback: "/", Env: []string{"PWD=/elsewhere"}})
-	if r.err != nil || r.res.ExitCode != 0 || r.out != "/tmp /tmp\n" || r.errout != "" {
-		t.Errorf("Dir /tmp with a fallback: want the command in /tmp with PWD=/tmp, nothing on stderr:\n%s", r)
+	if r.err != nil || r.res.ExitCode != 0 || r.out != "/tmp /tmp\n" || r.errout != "" || r.res.FellBack {
+		t.Errorf("Dir /tmp with a fallback: want the command in /tmp with PWD=/tmp, nothing on stderr, no FellBack:\n%s", r)
 	}
 	for _, gone := range []string{"/sbx-no-such-dir", "/bin/sh"} {
 		r = exec(t, context.Background(), sb, &sandbox.Cmd{Argv: show, Dir: gone, DirFallback: "/tmp"})
 		want := "sbx: " + gone + " no longer exists; running in /tmp\n"
-		if r.err != nil || r.res.ExitCode != 0 || r.out != "/tmp /tmp\n" || r.errout != want {
-			t.Errorf("Dir %s gone, fallback /tmp: want the command in /tmp with PWD=/tmp and stderr %q:\n%s", gone, want, r)
+		if r.err != nil || r.res.ExitCode != 0 || r.out != "/tmp /tmp\n" || r.errout != want || !r.res.FellBack {
+			t.Errorf("Dir %s gone, fallback /tmp: want the command in /tmp with PWD=/tmp, stderr %q and FellBack (%v):\n%s", gone, want, r.res.FellBack, r)
 		}
 	}
 }
