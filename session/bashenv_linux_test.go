@@ -16,6 +16,9 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sbx-sh/sbx/sandbox"
+	sbxsync "github.com/sbx-sh/sbx/sync"
 )
 
 // run is sh with a shell of the caller's choosing: "/bin/bash" is the bash
@@ -316,5 +319,70 @@ func TestBashToolEndings(t *testing.T) {
 	}
 	if out, _ := run(t, s, "/bin/bash", "pwd; ps -eo args | grep -c '[s]leep 302' || true"); out != sub+"\n0\n" {
 		t.Errorf("after the jobs' command: %q, want %s and no sleep left", out, sub)
+	}
+}
+
+// TestUntrackedWhereNoCdCan: a bash command that cannot change its shell's
+// directory (router.Decision.KeepsDir), in a directory the sync carries,
+// runs without the wrapper: no report pipe on fd 3 and no script; one that
+// may cd, one in a directory outside the code dirs, or one whose
+// environment hands bash code of its own keeps the wrapper, and the cwd
+// still follows a cd.
+func TestUntrackedWhereNoCdCan(t *testing.T) {
+	f := newFixture(t)
+	s := f.open(t, "untracked", false)
+	probe := `[ -e /proc/$$/fd/3 ] && echo tracked || echo untracked; echo "$PWD"`
+	sub := filepath.Join(f.code, "sub")
+	for _, tc := range []struct {
+		name, command string
+		env           []string
+		want          string
+	}{
+		{"a plain command in the code dir", probe, nil, "untracked\n" + f.code + "\n"},
+		{"one that may cd", "cd .; " + probe, nil, "tracked\n" + f.code + "\n"},
+		{"a cd moves the next command", "cd sub", nil, ""},
+		{"a plain command in a subdirectory", probe, nil, "untracked\n" + sub + "\n"},
+		{"BASH_ENV of the caller's", probe, []string{"BASH_ENV=/dev/null"}, "tracked\n" + sub + "\n"},
+		{"an exported function", probe, []string{"BASH_FUNC_f%%=() { cd /; }"}, "tracked\n" + sub + "\n"},
+		{"out of the code dirs", "cd /tmp", nil, ""},
+		{"a plain command out of the code dirs", probe, nil, "tracked\n/tmp\n"},
+	} {
+		var out bytes.Buffer
+		o, err := s.Exec(context.Background(), Run{Command: tc.command, Shell: "/bin/bash", Env: tc.env, Stdout: &out, Stderr: &out, Timeout: 30 * time.Second})
+		if err != nil || o.ExitCode != 0 || out.String() != tc.want {
+			t.Errorf("%s: %q printed %q (exit %d, %v), want %q", tc.name, tc.command, out.String(), o.ExitCode, err, tc.want)
+		}
+	}
+}
+
+// TestUntrackedCommandForm: untracked's rewrite, and what it leaves alone.
+func TestUntrackedCommandForm(t *testing.T) {
+	f := newFixture(t)
+	s := f.open(t, "untrackedform", false)
+	s.mu.Lock()
+	cmd, cwd, dir := s.command(Run{Command: "ls", Shell: "/bin/bash"}, true)
+	s.mu.Unlock()
+	untracked(cmd, cwd, Run{Command: "ls"}, dir, f.code)
+	if cmd.Fd4 != nil || cmd.Fd3 != nil || cmd.Dir != dir || cmd.DirFallback != f.code || slices.Contains(cmd.Env, "BASH_ENV=/dev/fd/4") ||
+		!slices.Equal(cmd.Argv, []string{"/bin/bash", "-c", "ls", "bash"}) || len(cmd.Fallback) == 0 || cmd.Fallback[5] != "." {
+		t.Errorf("untracked: argv %q dir %q fallback dir %q env %q fd3 %v fd4 %q fallback %q", cmd.Argv, cmd.Dir, cmd.DirFallback, cmd.Env, cmd.Fd3, cmd.Fd4, cmd.Fallback)
+	}
+	s.mu.Lock()
+	sh, cwd2, _ := s.command(Run{Command: "ls", Shell: "/bin/sh"}, true)
+	s.mu.Unlock()
+	// A command the backend started in the fallback moves the session's
+	// directory there, so that the next does not fall back again.
+	s.mu.Lock()
+	s.info.Cwd = filepath.Join(f.code, "sub")
+	s.finish(sandbox.Result{FellBack: true}, sbxsync.Report{}, nil, &cwdReport{})
+	moved := s.startDir()
+	s.mu.Unlock()
+	if moved != f.code {
+		t.Errorf("after a fallback the next command starts in %s, want %s", moved, f.code)
+	}
+	before := fmt.Sprint(sh.Argv, sh.Dir, sh.Fd3 != nil)
+	untracked(sh, cwd2, Run{Command: "ls"}, dir, f.code)
+	if after := fmt.Sprint(sh.Argv, sh.Dir, sh.Fd3 != nil); after != before || sh.DirFallback != "" {
+		t.Errorf("the sh wrapper's command was rewritten: %s -> %s", before, after)
 	}
 }

@@ -158,6 +158,35 @@ func BenchmarkExecPartsInterleaved(b *testing.B) {
 			_, err := sb.Exec(ctx, &sandbox.Cmd{Argv: []string{"/bin/bash", "-c", "true"}, Env: BaseEnv(false), Stdout: &out, Stderr: &out})
 			return err
 		}},
+		{"bash-nolang", func() error { // raw-bash without LANG (no locale files read)
+			_, err := sb.Exec(ctx, &sandbox.Cmd{Argv: []string{"/bin/bash", "-c", "true"}, Env: BaseEnv(false)[:2]})
+			return err
+		}},
+		{"bash-inline", func() error { // the wrapper's script on the -c line instead of fd 4
+			s.mu.Lock()
+			cmd, _, _ := s.command(Run{Command: "true", Shell: "/bin/bash"}, true)
+			s.mu.Unlock()
+			_, err := sb.Exec(ctx, &sandbox.Cmd{Argv: []string{"/bin/bash", "-c", strings.Replace(string(cmd.Fd4), "unset BASH_ENV; exec 4<&-\n", "", 1) + "true"}, Env: BaseEnv(false), Fd3: &cwdReport{}})
+			return err
+		}},
+		{"bash-trap", func() error { // only the EXIT trap from fd 4, the worker starting it in the directory
+			s.mu.Lock()
+			cmd, _, dir := s.command(Run{Command: "true", Shell: "/bin/bash"}, true)
+			s.mu.Unlock()
+			_, err := sb.Exec(ctx, &sandbox.Cmd{Argv: cmd.Argv, Dir: dir, Env: cmd.Env, Fd3: &cwdReport{}, Fd4: []byte("unset BASH_ENV; exec 4<&-\ntrap 'pwd -P >&3' EXIT\n")})
+			return err
+		}},
+		{"bash-fd3", func() error { // raw-bash with a cwd report collected from fd 3
+			_, err := sb.Exec(ctx, &sandbox.Cmd{Argv: []string{"/bin/bash", "-c", "pwd -P >&3"}, Env: BaseEnv(false), Fd3: &cwdReport{}})
+			return err
+		}},
+		{"bash-fd4", func() error { // raw-bash reading the wrapper's script from fd 4 (BASH_ENV)
+			s.mu.Lock()
+			cmd, _, _ := s.command(Run{Command: "true", Shell: "/bin/bash"}, true)
+			s.mu.Unlock()
+			_, err := sb.Exec(ctx, &sandbox.Cmd{Argv: cmd.Argv, Env: cmd.Env, Fd4: cmd.Fd4})
+			return err
+		}},
 		{"bash-cmd", func() error { // the command Session.Exec runs, without the sync
 			s.mu.Lock()
 			cmd, _, _ := s.command(Run{Command: "true", Shell: "/bin/bash"}, true)

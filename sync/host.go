@@ -322,6 +322,45 @@ func (h *Host) save() error {
 	return nil
 }
 
+// SyncedDir reports whether dir, an absolute path, is a code dir or a
+// directory the sync carries inside one: not excluded, and a directory on
+// the host now, reached through no symlink. The sandbox then has it after
+// the next push, unless something in the sandbox removes it meanwhile.
+func (h *Host) SyncedDir(dir string) bool {
+	for _, d := range h.dirs {
+		rel, err := filepath.Rel(d.cfg.Path, dir)
+		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			continue
+		}
+		if rel == "." {
+			fi, err := os.Lstat(dir)
+			return err == nil && fi.IsDir()
+		}
+		rel = filepath.ToSlash(rel)
+		if d.ex.ExcludedPath(rel, true) {
+			return false
+		}
+		root, err := os.OpenRoot(d.cfg.Path)
+		if err != nil {
+			return false
+		}
+		defer root.Close()
+		fi, err := root.Lstat(rel)
+		if err != nil || !fi.IsDir() {
+			return false
+		}
+		// os.Root follows symlinks inside the root: a link among the
+		// parents would name another directory than the sandbox's.
+		for p := path.Dir(rel); p != "."; p = path.Dir(p) {
+			if fi, err := root.Lstat(p); err != nil || !fi.IsDir() {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
 // Reset forgets the sandbox side: the next round trip pushes every file (a
 // new sandbox starts empty).
 func (h *Host) Reset() {
