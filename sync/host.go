@@ -66,6 +66,10 @@ type Host struct {
 	fullNext bool
 	// endsNext: the session ends after the next round trip (EndsAfterNext).
 	endsNext bool
+	// spoolMaybe is false once this process knows that no spool file is
+	// there (it removed it, or made none since): an empty pull then skips
+	// the unlink.
+	spoolMaybe bool
 }
 
 // Watch makes the host side keep its manifests current from file-system
@@ -204,7 +208,7 @@ type Report struct {
 
 // OpenHost loads the sync state of a session from stateDir.
 func OpenHost(stateDir string, dirs []HostDir) (*Host, error) {
-	h := &Host{stateDir: stateDir}
+	h := &Host{stateDir: stateDir, spoolMaybe: true}
 	for _, d := range dirs {
 		if !filepath.IsAbs(d.Path) {
 			return nil, fmt.Errorf("code dir %q is not absolute", d.Path)
@@ -373,7 +377,8 @@ func (h *Host) Reset() {
 		h.st.Manifests = append(h.st.Manifests, Manifest{})
 	}
 	os.Remove(h.pendingPath())
-	os.Remove(h.spoolPath())
+	h.spoolMaybe = true
+	h.removeSpool()
 }
 
 // Round is one round trip in progress.
@@ -589,8 +594,11 @@ func (r *Round) ReadPull(rd io.Reader) error {
 	if f.err != nil {
 		err = f.err // what the tee's write failed on, not how the read ended
 	}
+	if f.f != nil {
+		r.h.spoolMaybe = true
+	}
 	if err != nil || items == 0 {
-		os.Remove(r.h.spoolPath()) // and any left by an earlier round
+		r.h.removeSpool() // and any left by an earlier round
 		return err
 	}
 	r.spooled = true
@@ -685,17 +693,26 @@ func hostLinks(root *os.Root, dir string, targets map[string]string) func(string
 }
 
 // eachPull reads one patch per code dir from rd, calling fn for each item
-// with the code dir's root.
+// with the code dir's root, opened at the dir's first item (an empty
+// patch, a warm command's, opens nothing).
 func (h *Host) eachPull(rd io.Reader, fn func(*hostDir, *os.Root, map[string]bool, *Item) error) error {
 	lim := h.pullLimits()
 	for _, d := range h.dirs {
-		root, err := os.OpenRoot(d.cfg.Path)
-		if err != nil {
-			return err
-		}
+		var root *os.Root
 		links := map[string]bool{}
-		err = ReadPatch(rd, lim, func(it *Item) error { return fn(d, root, links, it) })
-		root.Close()
+		err := ReadPatch(rd, lim, func(it *Item) error {
+			if root == nil {
+				r, err := os.OpenRoot(d.cfg.Path)
+				if err != nil {
+					return err
+				}
+				root = r
+			}
+			return fn(d, root, links, it)
+		})
+		if root != nil {
+			root.Close()
+		}
 		if err != nil {
 			return err
 		}
@@ -895,8 +912,20 @@ func (h *Host) applySpool(seq uint64, rep *Report) error {
 		return err
 	}
 	os.Remove(h.pendingPath())
-	os.Remove(h.spoolPath())
+	h.spoolMaybe = true
+	h.removeSpool()
 	return nil
+}
+
+// removeSpool removes the spool file unless this process knows there is
+// none.
+func (h *Host) removeSpool() {
+	if !h.spoolMaybe {
+		return
+	}
+	if err := os.Remove(h.spoolPath()); err == nil || errors.Is(err, fs.ErrNotExist) {
+		h.spoolMaybe = false
+	}
 }
 
 func (h *Host) indexOf(d *hostDir) int {

@@ -88,7 +88,8 @@ func (h *Host) SetDiskLimit(disk int64) { h.disk = disk }
 // Refuse drops the pull spooled by ReadPull: Finish then applies nothing of
 // it, and the sandbox sends it again with the next round trip.
 func (r *Round) Refuse() {
-	os.Remove(r.h.spoolPath())
+	r.h.spoolMaybe = true // whatever this process knew: it is to go
+	r.h.removeSpool()
 	r.spooled = false
 }
 

@@ -17,7 +17,47 @@ import (
 // points). Any other (a network or FUSE file system, whose times come from
 // another clock; overlayfs; FAT's two seconds), a mount inside root, or a
 // check that fails keeps racyWindow.
+//
+// Its answer is kept for mountInfoTTL, as the mount table is, while root
+// is still the same directory (device and inode; a file system mounted
+// over root, or a symlink on the way to it changed, is another): each
+// scan then costs one stat here, not a statfs, a walk of root's symlinks
+// and a look at the mount table.
 func fineTimestamps(root string) bool {
+	var st unix.Stat_t
+	if unix.Stat(root, &st) != nil {
+		return false
+	}
+	fineCache.Lock()
+	e, ok := fineCache.m[root]
+	fineCache.Unlock()
+	if ok && e.dev == st.Dev && e.ino == st.Ino && time.Since(e.at) < mountInfoTTL {
+		return e.fine
+	}
+	fine := checkFineTimestamps(root)
+	fineCache.Lock()
+	if fineCache.m == nil || len(fineCache.m) >= 64 {
+		fineCache.m = map[string]fineEntry{} // a few code dirs; bounded anyway
+	}
+	fineCache.m[root] = fineEntry{at: time.Now(), dev: st.Dev, ino: st.Ino, fine: fine}
+	fineCache.Unlock()
+	return fine
+}
+
+// fineCache holds fineTimestamps' answers by root.
+var fineCache struct {
+	gosync.Mutex
+	m map[string]fineEntry
+}
+
+type fineEntry struct {
+	at       time.Time
+	dev, ino uint64
+	fine     bool
+}
+
+// checkFineTimestamps is fineTimestamps' check itself.
+func checkFineTimestamps(root string) bool {
 	var st unix.Statfs_t
 	if unix.Statfs(root, &st) != nil {
 		return false
