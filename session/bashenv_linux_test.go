@@ -353,6 +353,15 @@ func TestUntrackedWhereNoCdCan(t *testing.T) {
 			t.Errorf("%s: %q printed %q (exit %d, %v), want %q", tc.name, tc.command, out.String(), o.ExitCode, err, tc.want)
 		}
 	}
+	// An untracked command given its directory (sbx exec's) leaves the
+	// session there, as the report of a tracked one did.
+	var out bytes.Buffer
+	if o, err := s.Exec(context.Background(), Run{Command: probe, Shell: "/bin/bash", Dir: sub, Stdout: &out, Stderr: &out, Timeout: 30 * time.Second}); err != nil || out.String() != "untracked\n"+sub+"\n" || o.Cwd != sub {
+		t.Errorf("in %s: printed %q, outcome's cwd %q (%v)", sub, out.String(), o.Cwd, err)
+	}
+	if got, _ := run(t, s, "/bin/bash", "pwd"); got != sub+"\n" {
+		t.Errorf("after an untracked command in %s the next started in %q", sub, got)
+	}
 }
 
 // TestUntrackedCommandForm: untracked's rewrite, and what it leaves alone.

@@ -548,9 +548,10 @@ func (s *Session) Exec(ctx context.Context, r Run) (Outcome, error) {
 		return Outcome{}, err
 	}
 	var (
-		res      sandbox.Result
-		rep      sbxsync.Report
-		decision router.Decision
+		res         sandbox.Result
+		rep         sbxsync.Report
+		decision    router.Decision
+		untrackedIn string // where an untracked command starts, and so ends
 	)
 	s.installGitConfig(ctx)
 	if r.Argv == nil && r.TTY == nil {
@@ -559,7 +560,7 @@ func (s *Session) Exec(ctx context.Context, r Run) (Outcome, error) {
 			// A dir outside the code dirs, or not carried by the sync,
 			// may be gone in the sandbox without the host knowing: the
 			// wrapper's cd then falls back and reports where it went.
-			untracked(cmd, cwd, r, dir, s.fallbackDir())
+			untrackedIn = untracked(cmd, cwd, r, dir, s.fallbackDir())
 		}
 	}
 	if decision.Where == router.Host {
@@ -595,6 +596,11 @@ func (s *Session) Exec(ctx context.Context, r Run) (Outcome, error) {
 			e.Error = err.Error()
 		}
 		s.audit(e)
+	}
+	if untrackedIn != "" && (err == nil || errors.Is(err, ErrSync)) && !res.FellBack {
+		// What the wrapper's report would have said: it cannot have
+		// moved.
+		cwd.Write([]byte(untrackedIn + "\n"))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -845,13 +851,14 @@ func (s *Session) fallbackDir() string {
 // script's cd (the same line on stderr should a job in the sandbox have
 // removed dir meanwhile, PWD naming where it starts, and Result.FellBack
 // moving the session's directory there, in finish), and nothing reports
-// where it ended, so the next command starts where this one did. That saves the script,
+// where it ended: it ends where it started (Exec records that, as the
+// report would have said). It returns dir, or "" when cmd stays as it was. That saves the script,
 // its fd 4 pipe, the EXIT trap and the fd 3 report: a quarter of a
 // millisecond of a warm bash call in the local sandbox. Anything else is
 // left as it was.
-func untracked(cmd *sandbox.Cmd, cwd *cwdReport, r Run, dir, fallback string) {
+func untracked(cmd *sandbox.Cmd, cwd *cwdReport, r Run, dir, fallback string) string {
 	if cmd.Fd4 == nil || cmd.Fd3 != cwd || len(cmd.Argv) != 4 || cmd.Argv[1] != "-c" {
-		return
+		return ""
 	}
 	env := make([]string, 0, len(cmd.Env))
 	for _, kv := range cmd.Env {
@@ -859,7 +866,7 @@ func untracked(cmd *sandbox.Cmd, cwd *cwdReport, r Run, dir, fallback string) {
 		case kv == "BASH_ENV=/dev/fd/4":
 			continue // the wrapper's own
 		case strings.HasPrefix(kv, "BASH_ENV="), strings.HasPrefix(kv, "BASH_FUNC_"):
-			return
+			return ""
 		}
 		env = append(env, kv)
 	}
@@ -867,6 +874,7 @@ func untracked(cmd *sandbox.Cmd, cwd *cwdReport, r Run, dir, fallback string) {
 	cmd.Dir, cmd.DirFallback = dir, fallback
 	// Without bash, the sh wrapper, in the directory the backend chose.
 	cmd.Fallback = []string{"/bin/sh", "-c", shellWrapper, "sbx", r.Command, ".", fallback, cmd.Argv[0], ""}
+	return dir
 }
 
 // bashEnvScript is what bash reads from BASH_ENV (fd 4) before a tracked
