@@ -42,7 +42,9 @@ func TestStreamsBounded(t *testing.T) {
 
 	t.Run("fd 3 flood", func(t *testing.T) {
 		c := c.with(t)
-		res := c.call("bash", map[string]any{"command": "head -c 200M /dev/zero >&3; echo done"})
+		// A command that may cd (cd .) has the report on fd 3; one that
+		// cannot (below) has no fd 3 at all.
+		res := c.call("bash", map[string]any{"command": "cd .; head -c 200M /dev/zero >&3; echo done"})
 		got := text(res)
 		wantContains(t, got, "done\n", "Exit code: 0", "report on fd 3 was ignored: it is over 4096 bytes")
 		if len(got) > 2000 {
@@ -52,6 +54,18 @@ func TestStreamsBounded(t *testing.T) {
 			t.Errorf("structured cwd is %d bytes, want %s", len(fmt.Sprint(s["cwd"])), e.code)
 		}
 		wantContains(t, c.bash("pwd"), e.code+"\n")
+	})
+	t.Run("fd 3 of a command that cannot cd", func(t *testing.T) {
+		c := c.with(t)
+		res := c.call("bash", map[string]any{"command": "head -c 200M /dev/zero >&3; echo done"})
+		got := text(res)
+		wantContains(t, got, "3: Bad file descriptor", "done\n", "Exit code: 0")
+		if strings.Contains(got, "report on fd 3") {
+			t.Errorf("an untracked command's fd 3 reached the report:\n%s", got)
+		}
+		if s := structured(t, res); s["cwd"] != e.code {
+			t.Errorf("structured cwd %q, want %s", s["cwd"], e.code)
+		}
 	})
 	t.Run("fd 3 junk before the report", func(t *testing.T) {
 		c := c.with(t)
