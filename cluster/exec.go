@@ -35,8 +35,10 @@ import (
 // kills what the command left running in its session (as the local backend's
 // per-command pid namespace does; it also keeps a leftover that holds stdout
 // from stalling the exec stream), then writes a marker (RS, a random token
-// per command, RS) and the fd 3 file to stdout. Exec splits that trailer off
-// the stdout stream (fd3Splitter) and hands it to cmd.Fd3. When cmd.Stdout
+// per command, RS), one byte that says whether the command started in
+// cmd.DirFallback (1) or in cmd.Dir (0), and the fd 3 file to stdout. Exec
+// splits that trailer off the stdout stream (fd3Splitter), hands the fd 3
+// bytes to cmd.Fd3 and the byte to Result.FellBack. When cmd.Stdout
 // and cmd.Stderr are one writer, the wrapper merges stderr into stdout in the
 // pod, so their order is exact. When a stdin was given, the wrapper reads
 // what the command left of it to its end (a cat in the background, after
@@ -121,8 +123,9 @@ d=${TMPDIR:-/tmp}/.sbx-exec
 [ -d "$d" ] || { mkdir -p "$d"; chmod 700 "$d"; } 2>/dev/null
 f=$d/$id
 [ "$merge" = 1 ] && exec 2>&1
-if [ -n "$fb" ] && ! [ -d "$dir" ]; then printf 'sbx: %s no longer exists; running in %s\n' "$dir" "$fb" >&2; dir=$fb; fi
-cd "$dir" || { printf '\036%s\036' "$mark"; exit 125; }
+fell=0
+if [ -n "$fb" ] && ! [ -d "$dir" ]; then printf 'sbx: %s no longer exists; running in %s\n' "$dir" "$fb" >&2; dir=$fb fell=1; fi
+cd "$dir" || { printf '\036%s\036%s' "$mark" 0; exit 125; }
 a=$((ne+1)) n=$na
 eval "prog=\${$a}"
 if [ $# -gt $((ne+na)) ]; then
@@ -141,7 +144,7 @@ case $prog in
   IFS=$o; set +f
   if [ -z "$found" ]; then
     printf '%s: command not found\n' "$prog" >&2
-    printf '\036%s\036' "$mark"; exit 127
+    printf '\036%s\036%s' "$mark" "$fell"; exit 127
   fi
   prog=$found ;;
 esac
@@ -164,7 +167,7 @@ echo "$pid $$" >"$f.pid"
 exec 5<&-
 wait $pid; rc=$?
 sbx_kill $pid
-printf '\036%s\036' "$mark"
+printf '\036%s\036%s' "$mark" "$fell"
 [ -s "$f.fd3" ] && head -c 4098 "$f.fd3"
 rm -f "$f.fd3" "$f.fd4" "$f.pid"
 # (a background list's stdin is /dev/null before its redirections: hence fd 5)
@@ -324,7 +327,9 @@ func (s *Sandbox) execWrapper(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Re
 		}
 		return sandbox.Result{Duration: time.Since(start)}, lostError(why, err, true)
 	}
-	return s.result(ctx, err, start, out.Found())
+	res, err := s.result(ctx, err, start, out.Found())
+	res.FellBack = out.FellBack()
+	return res, err
 }
 
 // wrapperArgs are the arguments of sh -c that run argv with wrapperScript,
@@ -541,15 +546,18 @@ func (q *sizeQueue) Next() *remotecommand.TerminalSize {
 }
 
 // fd3Splitter passes a stream through to w until a marker, and keeps what
-// follows the marker (the trailer) apart. It holds back only as many bytes
-// as could be the start of the marker, and keeps at most
-// sandbox.MaxFd3+1 bytes of the trailer (the wrapper sends no more, but the
-// pod chooses what the stream carries): past them it discards.
+// follows the marker apart: its first byte (the status: '1' when the
+// command fell back to cmd.DirFallback) and the rest (the trailer). It
+// holds back only as many bytes as could be the start of the marker, and
+// keeps at most sandbox.MaxFd3+1 bytes of the trailer (the wrapper sends no
+// more, but the pod chooses what the stream carries): past them it
+// discards.
 type fd3Splitter struct {
 	w       io.Writer
 	mark    []byte
 	held    []byte
 	found   bool
+	status  []byte // the byte after the marker, once it came
 	trailer bytes.Buffer
 }
 
@@ -557,8 +565,12 @@ func newFd3Splitter(w io.Writer, mark string) *fd3Splitter {
 	return &fd3Splitter{w: w, mark: []byte(mark)}
 }
 
-// keep adds p to the trailer, up to its bound.
+// keep takes the status byte from p, then adds p to the trailer, up to its
+// bound.
 func (f *fd3Splitter) keep(p []byte) {
+	if f.status == nil && len(p) > 0 {
+		f.status, p = p[:1:1], p[1:]
+	}
 	if room := sandbox.MaxFd3 + 1 - f.trailer.Len(); room > 0 {
 		f.trailer.Write(p[:min(room, len(p))])
 	}
@@ -607,5 +619,9 @@ func (f *fd3Splitter) Flush() {
 // Found reports whether the marker was seen, i.e. the wrapper finished.
 func (f *fd3Splitter) Found() bool { return f.found }
 
-// Trailer returns what followed the marker.
+// Trailer returns what followed the marker and its status byte.
 func (f *fd3Splitter) Trailer() []byte { return f.trailer.Bytes() }
+
+// FellBack reports whether the status byte said that the command started in
+// cmd.DirFallback.
+func (f *fd3Splitter) FellBack() bool { return string(f.status) == "1" }

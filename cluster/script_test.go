@@ -147,12 +147,17 @@ func TestFd3Splitter(t *testing.T) {
 		out    string
 		tr     string
 		found  bool
+		fell   bool
 	}{
-		{"one write", []string{"hello\x1eTOKEN\x1e/tmp\n"}, "hello", "/tmp\n", true},
-		{"marker split across writes", []string{"ab\x1eTO", "KEN", "\x1e/x"}, "ab", "/x", true},
-		{"partial marker that is not one", []string{"ab\x1eTO", "X"}, "ab\x1eTOX", "", false},
-		{"no marker, held tail flushed", []string{"ab\x1e"}, "ab\x1e", "", false},
-		{"empty output", []string{"\x1eTOKEN\x1e"}, "", "", true},
+		{"one write", []string{"hello\x1eTOKEN\x1e0/tmp\n"}, "hello", "/tmp\n", true, false},
+		{"marker split across writes", []string{"ab\x1eTO", "KEN", "\x1e0/x"}, "ab", "/x", true, false},
+		{"status in a write of its own", []string{"ab\x1eTOKEN\x1e", "1", "/x"}, "ab", "/x", true, true},
+		{"status with the marker's end", []string{"ab\x1eTOKEN", "\x1e1"}, "ab", "", true, true},
+		{"status 1, then a 1 in the trailer", []string{"\x1eTOKEN\x1e11"}, "", "1", true, true},
+		{"status 0 then a 1 in the trailer", []string{"\x1eTOKEN\x1e01"}, "", "1", true, false},
+		{"partial marker that is not one", []string{"ab\x1eTO", "X"}, "ab\x1eTOX", "", false, false},
+		{"no marker, held tail flushed", []string{"ab\x1e"}, "ab\x1e", "", false, false},
+		{"no status byte (cd failed)", []string{"\x1eTOKEN\x1e"}, "", "", true, false},
 	}
 	for _, c := range cases {
 		var b bytes.Buffer
@@ -161,8 +166,8 @@ func TestFd3Splitter(t *testing.T) {
 			s.Write([]byte(ch))
 		}
 		s.Flush()
-		if b.String() != c.out || string(s.Trailer()) != c.tr || s.Found() != c.found {
-			t.Errorf("%s: out %q trailer %q found %v", c.name, b.String(), s.Trailer(), s.Found())
+		if b.String() != c.out || string(s.Trailer()) != c.tr || s.Found() != c.found || s.FellBack() != c.fell {
+			t.Errorf("%s: out %q trailer %q found %v fell back %v", c.name, b.String(), s.Trailer(), s.Found(), s.FellBack())
 		}
 	}
 }
@@ -391,7 +396,7 @@ func TestWrapperFd4AndFallback(t *testing.T) {
 func TestWrapperDirFallback(t *testing.T) {
 	sh := podShell(t)
 	tmp := t.TempDir()
-	run := func(dir, fallback string) (string, string, int) {
+	run := func(dir, fallback string) (string, string, int, bool) {
 		t.Helper()
 		mark := randomID()
 		args := append(append([]string{}, sh[1:]...), "-c")
@@ -403,18 +408,21 @@ func TestWrapperDirFallback(t *testing.T) {
 		c.Stdout, c.Stderr = sp, &errb
 		c.Run()
 		sp.Flush()
-		return out.String(), errb.String(), c.ProcessState.ExitCode()
+		if !sp.Found() {
+			t.Errorf("marker not found in %q", out.String())
+		}
+		return out.String(), errb.String(), c.ProcessState.ExitCode(), sp.FellBack()
 	}
 	real, _ := filepath.EvalSymlinks(tmp)
-	if out, errs, code := run(real, "/"); code != 0 || out != real+" "+real+"\n" || errs != "" {
-		t.Errorf("Dir there: exit %d, out %q, stderr %q; want it in %s with PWD naming it", code, out, errs, real)
+	if out, errs, code, fell := run(real, "/"); code != 0 || out != real+" "+real+"\n" || errs != "" || fell {
+		t.Errorf("Dir there: exit %d, out %q, stderr %q, fell back %v; want it in %s with PWD naming it, not fallen back", code, out, errs, fell, real)
 	}
 	gone := filepath.Join(real, "gone")
 	want := "sbx: " + gone + " no longer exists; running in " + real + "\n"
-	if out, errs, code := run(gone, real); code != 0 || out != real+" "+real+"\n" || errs != want {
-		t.Errorf("Dir gone: exit %d, out %q, stderr %q; want it in %s, PWD naming it, stderr %q", code, out, errs, real, want)
+	if out, errs, code, fell := run(gone, real); code != 0 || out != real+" "+real+"\n" || errs != want || !fell {
+		t.Errorf("Dir gone: exit %d, out %q, stderr %q, fell back %v; want it in %s, PWD naming it, stderr %q, fallen back", code, out, errs, fell, real, want)
 	}
-	if _, _, code := run(gone, ""); code != 125 {
-		t.Errorf("Dir gone, no fallback: exit %d, want 125", code)
+	if _, _, code, fell := run(gone, ""); code != 125 || fell {
+		t.Errorf("Dir gone, no fallback: exit %d, fell back %v; want 125, not fallen back", code, fell)
 	}
 }
