@@ -4,7 +4,9 @@ package local
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -270,16 +272,24 @@ func buildRoot(cfg *initConfig) error {
 			return fmt.Errorf("mount tmpfs on %s: %w", t.dir, err)
 		}
 	}
-	if err := os.MkdirAll(root+"/var", 0o755); err != nil {
+	// /var/tmp is the sandbox's /tmp, bound there rather than a symbolic
+	// link to it: a link in the new root would lead a mount target below
+	// it (a code dir under the host's /var/tmp) to the host's /tmp before
+	// the pivot, where MkdirAll would make its directories and the bind
+	// would land out of the sandbox's sight.
+	if err := os.MkdirAll(root+"/var/tmp", 0o755); err != nil {
 		return err
 	}
-	if err := os.Symlink("/tmp", root+"/var/tmp"); err != nil {
-		return err
+	if err := unix.Mount(root+"/tmp", root+"/var/tmp", "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind /tmp at /var/tmp: %w", err)
 	}
 	mounts := append([]sandbox.Mount(nil), cfg.Mounts...)
 	sort.Slice(mounts, func(i, j int) bool { return len(mounts[i].Target) < len(mounts[j].Target) })
 	for _, m := range mounts {
 		dst := root + m.Target
+		if err := noLinkBelow(root, m.Target); err != nil {
+			return fmt.Errorf("mount %s: %w", m.Target, err)
+		}
 		fd, ok := sources[m.Source]
 		if !ok {
 			return fmt.Errorf("mount %s: its source %s was not opened", m.Target, m.Source)
@@ -634,6 +644,32 @@ func maskPath(p string) error {
 	}
 	if err := remountRO(p); err != nil {
 		return fmt.Errorf("make the mask of %s read-only: %w", p, err)
+	}
+	return nil
+}
+
+// noLinkBelow checks that no directory on the way to target (absolute, in
+// the sandbox) is a symbolic link in the new root at root: before the
+// pivot a link there resolves against the host's file system, and a mount
+// point made through it would be made on the host. What does not exist yet
+// is made by the caller, as a directory.
+func noLinkBelow(root, target string) error {
+	p := root
+	for _, c := range strings.Split(strings.Trim(filepath.Clean(target), "/"), "/") {
+		if c == "" {
+			continue
+		}
+		p += "/" + c
+		fi, err := os.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return fmt.Errorf("its path crosses %s, a symbolic link in the sandbox's root", strings.TrimPrefix(p, root))
+		}
 	}
 	return nil
 }
