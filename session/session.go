@@ -218,7 +218,7 @@ func (m *Manager) Open(ctx context.Context, name string, p Params) (*Session, er
 	}
 	var dirs []sbxsync.HostDir
 	for _, d := range p.CodeDirs {
-		dirs = append(dirs, sbxsync.HostDir{Path: d, Exclude: append(append([]string{}, neverPushed...), p.Exclude...)})
+		dirs = append(dirs, sbxsync.HostDir{Path: d, Exclude: append(append([]string{}, neverPushed...), p.Exclude...), Prewalk: !p.Watch})
 	}
 	if s.sync, err = sbxsync.OpenHost(dir, dirs); err != nil {
 		return nil, fmt.Errorf("session %s: %w", name, err)

@@ -38,6 +38,13 @@ type HostDir struct {
 	// protected names, and the directories above them may not become
 	// symlinks or files.
 	Hooks []string
+	// Prewalk starts the walk of the first round trip's scan in OpenHost,
+	// beside the load of the state (a gob of the whole manifest, decoded
+	// on one CPU), for a process that does not watch (sbx exec without its
+	// host daemon): the walk needs no manifest, only the decisions after
+	// it do (Scanner.finish). It is not used, and the scan is made afresh,
+	// when an interrupted pull-back is applied to the tree first.
+	Prewalk bool
 }
 
 // Host is the host side of the sync of one session: its manifests of the
@@ -78,6 +85,7 @@ type Host struct {
 // tree. log is told why a full scan was needed; nil logs nothing.
 func (h *Host) Watch(log *slog.Logger) {
 	for _, d := range h.dirs {
+		d.pre = nil // a watching scan makes its own walk
 		if d.watch == nil {
 			d.watch = NewWatch(d.cfg.Path, d.ex)
 			d.watch.Log = log
@@ -147,7 +155,8 @@ func (h *Host) rollback() {
 
 type hostDir struct {
 	cfg       HostDir
-	watch     *Watch // nil: every scan is a full one
+	watch     *Watch   // nil: every scan is a full one
+	pre       *prewalk // the first scan's walk, started by OpenHost (HostDir.Prewalk)
 	ex        *Matcher
 	protected *protectedSet
 	excludes  []string // what the helper is told
@@ -238,6 +247,7 @@ func OpenHost(stateDir string, dirs []HostDir) (*Host, error) {
 		}
 		h.dirs = append(h.dirs, &hostDir{cfg: d, ex: ex, protected: pm, excludes: pats[len(DefaultExcludes):]})
 	}
+	h.startPrewalks()
 	if err := h.load(); err != nil || len(h.st.Manifests) != len(dirs) {
 		h.st = hostState{Reset: true}
 	}
@@ -255,6 +265,54 @@ func OpenHost(stateDir string, dirs []HostDir) (*Host, error) {
 }
 
 func (h *Host) statePath() string { return filepath.Join(h.stateDir, "sync.state") }
+
+// stateBytesPerEntry is about what one entry takes in the state (a 100k
+// file tree's is 6.3 MB): a prewalk sizes its manifest from the state's
+// size before the state is read.
+const stateBytesPerEntry = 56
+
+// A prewalk is the walk of a code dir's first scan, running.
+type prewalk struct {
+	done chan struct{}
+	w    *walker
+}
+
+// startPrewalks starts the walks of the code dirs that ask for one
+// (HostDir.Prewalk), unless an interrupted pull-back waits (Begin applies
+// it to the tree before it scans).
+func (h *Host) startPrewalks() {
+	if _, err := os.Lstat(h.pendingPath()); !errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	size := 0
+	if fi, err := os.Stat(h.statePath()); err == nil {
+		size = int(fi.Size() / stateBytesPerEntry)
+	}
+	for _, d := range h.dirs {
+		if !d.cfg.Prewalk {
+			continue
+		}
+		pw := &prewalk{done: make(chan struct{})}
+		d.pre = pw
+		sc := &Scanner{Exclude: d.ex}
+		go func() {
+			defer close(pw.done)
+			pw.w = sc.walk(d.cfg.Path, size)
+		}()
+	}
+}
+
+// takePrewalk returns the code dir's prewalk once it has ended, and forgets
+// it: only the first scan uses it. Nil when there is none.
+func (d *hostDir) takePrewalk() *walker {
+	pw := d.pre
+	d.pre = nil
+	if pw == nil {
+		return nil
+	}
+	<-pw.done
+	return pw.w
+}
 
 // heldDir keeps the held deletions: beside the journal, which outlives the
 // session (a deletion held by a session that ended can still be accepted).
@@ -424,6 +482,12 @@ func (h *Host) Begin() (*Round, Report, error) {
 		h.reloadIfChanged()
 	}
 	h.rounds++
+	if _, err := os.Lstat(h.pendingPath()); !errors.Is(err, fs.ErrNotExist) {
+		// recover writes the tree: a walk made before it is not the tree's.
+		for _, d := range h.dirs {
+			d.pre = nil
+		}
+	}
 	if err := h.recover(&recovered); err != nil {
 		return nil, recovered, err
 	}
@@ -490,7 +554,11 @@ func (h *Host) Begin() (*Round, Report, error) {
 			r.undo[i] = u
 			h.open = r
 		} else {
-			cur, err = sc.Scan(d.cfg.Path, h.st.Manifests[i])
+			if w := d.takePrewalk(); w != nil {
+				cur, err = sc.finish(w, h.st.Manifests[i])
+			} else {
+				cur, err = sc.Scan(d.cfg.Path, h.st.Manifests[i])
+			}
 			if err == nil {
 				changes = Diff(h.st.Manifests[i], cur)
 			}

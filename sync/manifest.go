@@ -111,6 +111,12 @@ const maxFullPath = 4095
 // need hashing: those whose size and mtime match prev but whose identity
 // changed or that were racy then, and those racy now.
 func (s *Scanner) Scan(root string, prev Manifest) (Manifest, error) {
+	return s.finish(s.walk(root, len(prev)), prev)
+}
+
+// walk reads the tree at root into a walker, without the last sync's
+// manifest (finish takes it): sized for about size entries.
+func (s *Scanner) walk(root string, size int) *walker {
 	start := time.Now()
 	workers := s.Workers
 	if workers <= 0 {
@@ -118,17 +124,31 @@ func (s *Scanner) Scan(root string, prev Manifest) (Manifest, error) {
 	}
 	// Sized for the last sync's tree: growing a map of 100k entries costs
 	// more than the walk's lstats.
-	w := &walker{root: root, ex: s.Exclude, prev: prev, out: make(Manifest, len(prev)), sem: make(chan struct{}, workers), watch: s.watch}
+	w := &walker{root: root, ex: s.Exclude, out: make(Manifest, size), sem: make(chan struct{}, workers), watch: s.watch, start: start, workers: workers}
 	w.wg.Add(1)
 	w.dir("")
 	w.wg.Wait()
+	return w
+}
+
+// finish makes the manifest of a walk: what prev knew below a directory
+// the walk could not read stays as it was, and the files that need it are
+// hashed.
+func (s *Scanner) finish(w *walker, prev Manifest) (Manifest, error) {
 	s.watchErr = w.watchErr
 	if w.err != nil {
 		return nil, w.err
 	}
+	for _, rel := range w.unreadable {
+		for p, e := range prev {
+			if strings.HasPrefix(p, rel+"/") {
+				w.out[p] = e
+			}
+		}
+	}
 	sort.Slice(w.skipped, func(a, b int) bool { return w.skipped[a].Path < w.skipped[b].Path })
 	s.Skipped = w.skipped
-	racy := racyFor(root, start)
+	racy := racyFor(w.root, w.start)
 	var toHash []string
 	for p, e := range w.out {
 		if !e.Mode.IsRegular() {
@@ -140,7 +160,7 @@ func (s *Scanner) Scan(root string, prev Manifest) (Manifest, error) {
 			w.out[p] = e2
 		}
 	}
-	if err := hashAll(root, w.out, prev, toHash, racy, workers); err != nil {
+	if err := hashAll(w.root, w.out, prev, toHash, racy, w.workers); err != nil {
 		return nil, err
 	}
 	s.Settled = 0
@@ -153,18 +173,22 @@ func (s *Scanner) Scan(root string, prev Manifest) (Manifest, error) {
 }
 
 type walker struct {
-	root string
-	ex   *Matcher
-	prev Manifest
-	sem  chan struct{}
-	wg   gosync.WaitGroup
+	root    string
+	ex      *Matcher
+	sem     chan struct{}
+	wg      gosync.WaitGroup
+	start   time.Time // when the walk began (the racy rule's now)
+	workers int
 
-	mu       gosync.Mutex
-	out      Manifest
-	skipped  []Skip
-	err      error
-	watch    *Watch // each directory is watched before it is read
-	watchErr error
+	mu      gosync.Mutex
+	out     Manifest
+	skipped []Skip
+	// unreadable are the directories the walk could not read: what the
+	// last sync knew below them is kept (finish).
+	unreadable []string
+	err        error
+	watch      *Watch // each directory is watched before it is read
+	watchErr   error
 }
 
 // dir reads one directory (rel is "" for the root) and walks its children,
@@ -200,11 +224,7 @@ func (w *walker) dir(rel string) {
 			// nothing there is taken for deleted.
 			w.mu.Lock()
 			w.skipped = append(w.skipped, Skip{rel, "cannot be read: " + errText(err)})
-			for p, e := range w.prev {
-				if strings.HasPrefix(p, rel+"/") {
-					w.out[p] = e
-				}
-			}
+			w.unreadable = append(w.unreadable, rel)
 			w.mu.Unlock()
 		}
 		return
@@ -386,14 +406,23 @@ func Diff(old, cur Manifest) []Change {
 	if len(old) == 0 {
 		puts = make([]Change, 0, len(cur)) // a first scan: everything is new
 	}
+	found := 0 // paths of cur that old has
 	for p, e := range cur {
-		if o, ok := old[p]; !ok || !o.Same(e) {
+		o, ok := old[p]
+		if ok {
+			found++
+		}
+		if !ok || !o.Same(e) {
 			puts = append(puts, Change{Path: p, Entry: e})
 		}
 	}
-	for p, e := range old {
-		if _, ok := cur[p]; !ok {
-			dels = append(dels, Change{Path: p, Deleted: true, Entry: e})
+	if found < len(old) {
+		// Some path of old is not in cur (when every one is, the walk of
+		// old would find nothing: half of a no-change Diff's lookups).
+		for p, e := range old {
+			if _, ok := cur[p]; !ok {
+				dels = append(dels, Change{Path: p, Deleted: true, Entry: e})
+			}
 		}
 	}
 	slices.SortFunc(puts, func(a, b Change) int { return strings.Compare(a.Path, b.Path) })

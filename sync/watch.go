@@ -362,7 +362,7 @@ func (s *Scanner) incremental(root string, m Manifest, w *Watch, touched map[str
 		if e.Mode.IsDir() && !known {
 			// A new directory: watched, then walked (what is written in
 			// it after the watch is in the next round's events).
-			sub := &walker{root: root, ex: w.ex, prev: m, out: Manifest{}, sem: make(chan struct{}, 8), watch: w}
+			sub := &walker{root: root, ex: w.ex, out: Manifest{}, sem: make(chan struct{}, 8), watch: w}
 			sub.wg.Add(1)
 			sub.dir(p)
 			sub.wg.Wait()
