@@ -23,6 +23,16 @@ func TestMain(m *testing.M) {
 // and releases it when the test ends.
 func claim(t *testing.T, mod func(*sandbox.Spec)) (sandbox.Sandbox, string) {
 	t.Helper()
+	sb, work, err := claimErr(t, mod)
+	if err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	return sb, work
+}
+
+// claimErr is claim that returns the claim's error.
+func claimErr(t *testing.T, mod func(*sandbox.Spec)) (sandbox.Sandbox, string, error) {
+	t.Helper()
 	state := shortTempDir(t)
 	work := filepath.Join(state, "work")
 	if err := os.MkdirAll(work, 0o755); err != nil {
@@ -35,10 +45,10 @@ func claim(t *testing.T, mod func(*sandbox.Spec)) (sandbox.Sandbox, string) {
 	p := &Provider{Version: "test"}
 	sb, err := p.Claim(context.Background(), spec)
 	if err != nil {
-		t.Fatalf("claim: %v", err)
+		return nil, work, err
 	}
 	t.Cleanup(func() { sb.Release(context.Background()) })
-	return sb, work
+	return sb, work, nil
 }
 
 // shortTempDir is a temp dir with a path short enough for a unix socket.

@@ -70,3 +70,29 @@ func TestNoLinkBelow(t *testing.T) {
 		}
 	}
 }
+
+// A mount point below another mount is made through what that mount
+// holds, and a workspace holds what an earlier sandbox left there: a
+// symbolic link planted at a nested mount's path (a kept session's
+// workspace, a sandbox started anew on it) leads, before the pivot, to the
+// host's file system. The set-up refuses the mount, naming the link, and
+// makes nothing where it points (before, MkdirAll went through the link
+// and failed with a bare "file exists").
+func TestNestedMountThroughAPlantedLink(t *testing.T) {
+	victim := t.TempDir()
+	_, _, err := claimErr(t, func(s *sandbox.Spec) {
+		work := filepath.Join(s.StateDir, "work")
+		other := filepath.Join(s.StateDir, "other")
+		os.MkdirAll(other, 0o755)
+		if err := os.Symlink(victim, filepath.Join(work, "sub")); err != nil {
+			t.Fatal(err)
+		}
+		s.Mounts = []sandbox.Mount{{Source: work, Target: "/srv/code"}, {Source: other, Target: "/srv/code/sub/made"}}
+	})
+	if err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Errorf("claim with a nested mount through a planted link: %v, want a refusal naming the link", err)
+	}
+	if ents, _ := os.ReadDir(victim); len(ents) != 0 {
+		t.Errorf("the set-up made %v in %s on the host", ents, victim)
+	}
+}
