@@ -254,14 +254,26 @@ func OpenHost(stateDir string, dirs []HostDir) (*Host, error) {
 	for len(h.st.Manifests) < len(dirs) {
 		h.st.Manifests = append(h.st.Manifests, Manifest{})
 	}
+	h.noteLinks()
+	return h, nil
+}
+
+// noteLinks tells each code dir's protected set the host's links the state
+// knows, and forgets those it no longer holds.
+func (h *Host) noteLinks() {
 	for i, d := range h.dirs {
-		for p, e := range h.st.Manifests[i] {
+		m := h.st.Manifests[i]
+		for p := range d.protected.linkTargets {
+			if _, ok := m[p]; !ok {
+				d.protected.noteHostEntry(p, Entry{}, true)
+			}
+		}
+		for p, e := range m {
 			if e.isLink() {
 				d.protected.noteHostEntry(p, e, false)
 			}
 		}
 	}
-	return h, nil
 }
 
 func (h *Host) statePath() string { return filepath.Join(h.stateDir, "sync.state") }
@@ -339,13 +351,19 @@ func (h *Host) load() error {
 }
 
 // reloadIfChanged reads the state again when another process rewrote it
-// since this one last read or wrote it (only a watching process keeps its
-// manifests across round trips): what the watches saw no longer describes
-// the manifests, so each scans in full.
+// since this one last read or wrote it: a process that watches keeps its
+// manifests across round trips, and one that does not loaded the state
+// when it opened the session, before it waited for the session's lock.
+// What the watches saw no longer describes the manifests, so each scans in
+// full; a prewalk, made beside the state as it was, is dropped (the other
+// process's round trip may have written the tree while it walked).
 func (h *Host) reloadIfChanged() {
 	fi, _ := os.Stat(h.statePath())
 	if fileSig(fi) == h.sig {
 		return
+	}
+	for _, d := range h.dirs {
+		d.pre = nil
 	}
 	h.st = hostState{}
 	if err := h.load(); err != nil || len(h.st.Manifests) != len(h.dirs) {
@@ -355,6 +373,7 @@ func (h *Host) reloadIfChanged() {
 	for len(h.st.Manifests) < len(h.dirs) {
 		h.st.Manifests = append(h.st.Manifests, Manifest{})
 	}
+	h.noteLinks()
 	for _, d := range h.dirs {
 		d.watch.Invalidate("the session's sync state was written by another process")
 	}
@@ -478,9 +497,7 @@ const maxSeen = 1000
 func (h *Host) Begin() (*Round, Report, error) {
 	var recovered Report
 	h.rollback()
-	if h.watching() {
-		h.reloadIfChanged()
-	}
+	h.reloadIfChanged()
 	h.rounds++
 	if _, err := os.Lstat(h.pendingPath()); !errors.Is(err, fs.ErrNotExist) {
 		// recover writes the tree: a walk made before it is not the tree's.

@@ -95,3 +95,45 @@ func TestPrewalkNotAcrossAPendingPull(t *testing.T) {
 		t.Errorf("pushed %q, want [b]: the scan after recover must be the tree's", got)
 	}
 }
+
+// Two processes of one session (two first `sbx exec --keep` calls at
+// once): each opens the host side, the prewalk of the one that waits for
+// the lock runs while the other's round trip applies a command's change to
+// the tree and rewrites the state. That walk and the state this process
+// loaded describe the tree before the other's round: Begin reads the state
+// again and scans afresh, or the next pull-back takes the other's change
+// for undone (CI: a line appended by one of four concurrent commands was
+// missing from the host's file).
+func TestPrewalkNotAcrossAnotherProcessRound(t *testing.T) {
+	p := newPair(t)
+	put(t, filepath.Join(p.host, "runs.txt"), "")
+	p.sync(nil)
+	p.openPrewalked()
+	first := p.h
+	p.open() // the other process
+	p.sync(func() { appendTo(t, filepath.Join(p.sandbox, "runs.txt"), "other\n") })
+	if got := read(t, filepath.Join(p.host, "runs.txt")); got != "other\n" {
+		t.Fatalf("the other process's round left runs.txt %q on the host", got)
+	}
+	p.h = first
+	p.sync(func() { appendTo(t, filepath.Join(p.sandbox, "runs.txt"), "first\n") })
+	if got := read(t, filepath.Join(p.host, "runs.txt")); got != "other\nfirst\n" {
+		t.Errorf("runs.txt on the host after both rounds: %q, want both lines", got)
+	}
+	if p.h.dirs[0].pre != nil {
+		t.Error("the walk made before the other process's round is kept")
+	}
+	p.same()
+}
+
+func appendTo(t *testing.T, path, s string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(s); err != nil {
+		t.Fatal(err)
+	}
+}
