@@ -1,6 +1,7 @@
 package sync
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/gob"
 	"encoding/hex"
@@ -340,11 +341,34 @@ func (hd *helperDir) load(use bool, key string) {
 	if isRegular(f) != nil {
 		return
 	}
-	var st helperState
-	if gob.NewDecoder(f).Decode(&st) == nil {
+	raw, err := io.ReadAll(f)
+	if err != nil {
+		return
+	}
+	if st, ok := decodeHelperState(raw); ok {
 		stateLoads.Add(1)
 		hd.state = st
 	}
+}
+
+// decodeHelperState reads a helper's state file, in today's format or in
+// the one before the manifests had their own encoding (GobEncode).
+func decodeHelperState(raw []byte) (helperState, bool) {
+	var st helperState
+	if gob.NewDecoder(bytes.NewReader(raw)).Decode(&st) == nil {
+		return st, true
+	}
+	var old struct {
+		Manifest   legacyManifest
+		Undo       Undo
+		PendingSeq uint64
+		Pending    legacyManifest
+		Skipped    map[string]string
+	}
+	if gob.NewDecoder(bytes.NewReader(raw)).Decode(&old) != nil {
+		return helperState{}, false
+	}
+	return helperState{Manifest: Manifest(old.Manifest), Undo: old.Undo, PendingSeq: old.PendingSeq, Pending: Manifest(old.Pending), Skipped: old.Skipped}, true
 }
 
 // release puts the state back in memory for the next round trip. A save

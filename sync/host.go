@@ -347,7 +347,36 @@ func (h *Host) load() error {
 	defer f.Close()
 	fi, _ := f.Stat()
 	h.sig = fileSig(fi)
-	return gob.NewDecoder(f).Decode(&h.st)
+	raw, err := io.ReadAll(f)
+	if err != nil {
+		return err
+	}
+	err = gob.NewDecoder(bytes.NewReader(raw)).Decode(&h.st)
+	if err != nil {
+		// Written before the manifests had their own encoding (GobEncode).
+		var old legacyHostState
+		if gob.NewDecoder(bytes.NewReader(raw)).Decode(&old) == nil {
+			h.st = hostState{Seq: old.Seq, Ack: old.Ack, Reset: old.Reset, Skipped: old.Skipped}
+			for _, m := range old.Manifests {
+				h.st.Manifests = append(h.st.Manifests, Manifest(m))
+			}
+			return nil
+		}
+	}
+	return err
+}
+
+// legacyManifest is a manifest as gob's reflection writes it, the format
+// of the state files before GobEncode: read, never written.
+type legacyManifest map[string]Entry
+
+// legacyHostState is hostState with its manifests in that format.
+type legacyHostState struct {
+	Manifests []legacyManifest
+	Seq       uint64
+	Ack       uint64
+	Reset     bool
+	Skipped   []map[string]string
 }
 
 // reloadIfChanged reads the state again when another process rewrote it
