@@ -173,3 +173,31 @@ func TestKeepOnClose(t *testing.T) {
 		t.Fatalf("Release of the reattached session: %v, released %v", err, box.IsReleased())
 	}
 }
+
+// TestOpenedBeforeAnotherProcessClaimed: two processes of one kept session
+// (two first `sbx exec --keep` calls at once) both open it before either
+// has claimed; the one whose command runs second finds, under the lock,
+// that the other claimed meanwhile, and runs in that sandbox instead of
+// claiming one of its own (whose claim would remove the other's workspace).
+func TestOpenedBeforeAnotherProcessClaimed(t *testing.T) {
+	f := newFixture(t)
+	p := &sandboxtest.Fake{}
+	first := fakeOpen(t, fakeManager(f, p), f, "two", true)
+	second := fakeOpen(t, fakeManager(f, p), f, "two", true) // another process's Manager
+	t.Cleanup(func() { first.Release(context.Background()) })
+	for i, s := range []*Session{first, second} {
+		if o, err := fakeExec(t, s, "make test"); err != nil || o.ExitCode != 0 {
+			t.Fatalf("command %d: %v %+v", i+1, err, o)
+		}
+	}
+	boxes := p.Sandboxes()
+	if p.Claims() != 1 || len(boxes) != 1 {
+		t.Fatalf("%d claims, want 1: the second process claimed a sandbox of its own", p.Claims())
+	}
+	if n := boxes[0].Execs(); n != 2 {
+		t.Fatalf("the session's sandbox ran %d commands, want both", n)
+	}
+	if reqs := boxes[0].Requests(); len(reqs) != 2 || resets(t, reqs[1]) {
+		t.Fatalf("the second command's round trip must go on from the first's sync, not push the whole tree again")
+	}
+}

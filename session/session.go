@@ -525,6 +525,9 @@ func (s *Session) Exec(ctx context.Context, r Run) (Outcome, error) {
 		s.mu.Unlock()
 		return Outcome{}, ErrClosed
 	}
+	if s.sb == nil {
+		s.attachClaimedMeanwhile(ctx)
+	}
 	if r.NoClaim && s.sb == nil {
 		s.mu.Unlock()
 		return Outcome{}, ErrNoSandbox
@@ -777,6 +780,32 @@ func (p *pullSink) finish() error {
 	}
 	pw.Close()
 	return <-p.done
+}
+
+// attachClaimedMeanwhile attaches to the sandbox another process of this
+// session claimed after this one opened it without one (two first `sbx exec
+// --keep` calls at once): a claim here would remove that sandbox's
+// workspace and leave it running. The sync state that process wrote is read
+// again by the round trip (sync.Host.Begin). Called with the lock file and
+// mu held.
+func (s *Session) attachClaimedMeanwhile(ctx context.Context) {
+	info, err := readInfo(s.dir)
+	if err != nil || !info.Claimed || !slices.Equal(info.CodeDirs, s.params.CodeDirs) {
+		return
+	}
+	s.work = "" // where the other process put the workspaces (workroot)
+	sb, err := s.m.prov.Attach(ctx, s.spec())
+	if err != nil {
+		return // claimed anew below, as a sandbox found gone is
+	}
+	for i, u := range s.usage {
+		u.Close()
+		s.usage[i] = sbxsync.NewUsage(s.workDir(i))
+	}
+	keep := s.info.Keep
+	s.info, s.saved = info, info
+	s.info.Keep = s.info.Keep || keep
+	s.sb = sb
 }
 
 func (s *Session) ensureClaimed(ctx context.Context) error {
