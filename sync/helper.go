@@ -341,7 +341,7 @@ func (hd *helperDir) load(use bool, key string) {
 	if isRegular(f) != nil {
 		return
 	}
-	raw, err := io.ReadAll(f)
+	raw, err := readState(f)
 	if err != nil {
 		return
 	}

@@ -347,7 +347,7 @@ func (h *Host) load() error {
 	defer f.Close()
 	fi, _ := f.Stat()
 	h.sig = fileSig(fi)
-	raw, err := io.ReadAll(f)
+	raw, err := readState(f)
 	if err != nil {
 		return err
 	}
@@ -364,6 +364,24 @@ func (h *Host) load() error {
 		}
 	}
 	return err
+}
+
+// maxStateBytes bounds a state file's size as read: gob's own bound on a
+// message (1 GiB), about 17 million entries. A helper's state is in the
+// sandbox, where a command can make it a file of any size (a sparse one
+// costs no disk); one over the bound is taken for unreadable, and a full
+// scan follows, as for any state that cannot be read.
+var maxStateBytes int64 = 1 << 30
+
+var errStateTooBig = fmt.Errorf("sync state larger than %d bytes", maxStateBytes)
+
+// readState reads a state file whole, up to maxStateBytes.
+func readState(f io.Reader) ([]byte, error) {
+	raw, err := io.ReadAll(io.LimitReader(f, maxStateBytes+1))
+	if err == nil && int64(len(raw)) > maxStateBytes {
+		return nil, errStateTooBig
+	}
+	return raw, err
 }
 
 // legacyManifest is a manifest as gob's reflection writes it, the format

@@ -1,7 +1,9 @@
 package sync
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -262,4 +264,50 @@ func TestEndsAfterNextSavesNothing(t *testing.T) {
 func hostStateInfo(p *pair) os.FileInfo {
 	fi, _ := os.Stat(p.h.statePath())
 	return fi
+}
+
+// A state file over maxStateBytes (a command in the sandbox can make the
+// helper's a sparse file of any size, which costs no disk) is not read
+// into memory past the bound: it is taken for unreadable, and the round
+// trip scans in full and converges. The host's is treated the same way.
+func TestStateOverTheBoundNotRead(t *testing.T) {
+	defer func(was int64) { maxStateBytes = was }(maxStateBytes)
+	maxStateBytes = 1 << 20
+	p := newPair(t)
+	agedTree(t, p.host, 50)
+	p.sync(nil)
+	ms, _ := filepath.Glob(filepath.Join(p.hstate, "*.state"))
+	if len(ms) != 1 {
+		t.Fatalf("helper state files: %v", ms)
+	}
+	for _, f := range []string{ms[0], p.h.statePath()} {
+		if err := os.Truncate(f, 8<<30); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := readState(io.LimitReader(zeros{}, 8<<30))
+	if !errors.Is(err, errStateTooBig) {
+		t.Fatalf("readState of an 8 GiB stream: %v", err)
+	}
+	p.open() // a new process on the host side
+	if !p.h.st.Reset {
+		t.Error("the host's state over the bound was taken for a state")
+	}
+	live.Lock()
+	live.m = map[string]*liveState{} // and a new process on the sandbox side
+	live.Unlock()
+	put(t, filepath.Join(p.host, "after.txt"), "after")
+	p.sync(func() { put(t, filepath.Join(p.sandbox, "from-sandbox.txt"), "s") })
+	p.sync(nil)
+	p.same()
+	if read(t, filepath.Join(p.host, "from-sandbox.txt")) != "s" {
+		t.Error("the sandbox's change did not come back")
+	}
+}
+
+type zeros struct{}
+
+func (zeros) Read(b []byte) (int, error) {
+	clear(b)
+	return len(b), nil
 }
