@@ -91,6 +91,15 @@ type Params struct {
 	// MemoryWorkspace keeps a small tree's workspaces in memory where the
 	// backend can (workspace.go): config workspace = "auto".
 	MemoryWorkspace bool
+	// Prewalk starts the walk of the first command's host-side scan in
+	// Open, beside the load of the sync state (sync.HostDir.Prewalk), for a
+	// caller that runs its command right after Open (sbx exec). A change
+	// made on the host between Open and that command may then reach the
+	// sandbox at the next round trip instead, as one made during a scan
+	// does: nothing is lost, but a caller that writes to the code dirs
+	// after Open and expects its first command to see it must leave this
+	// off. Not used by a watching session.
+	Prewalk bool
 }
 
 // VerifyEvery is how often a watching session checks its watches with a
@@ -218,7 +227,7 @@ func (m *Manager) Open(ctx context.Context, name string, p Params) (*Session, er
 	}
 	var dirs []sbxsync.HostDir
 	for _, d := range p.CodeDirs {
-		dirs = append(dirs, sbxsync.HostDir{Path: d, Exclude: append(append([]string{}, neverPushed...), p.Exclude...), Prewalk: !p.Watch})
+		dirs = append(dirs, sbxsync.HostDir{Path: d, Exclude: append(append([]string{}, neverPushed...), p.Exclude...), Prewalk: p.Prewalk && !p.Watch})
 	}
 	if s.sync, err = sbxsync.OpenHost(dir, dirs); err != nil {
 		return nil, fmt.Errorf("session %s: %w", name, err)

@@ -499,3 +499,32 @@ func TestReleaseBringsBackRunningJobs(t *testing.T) {
 		t.Fatalf("a running job's change was lost on release: %q", b)
 	}
 }
+
+// TestChangeAfterOpenReachesTheFirstCommand: a file written on the host
+// after Open and before the first command is in the sandbox for that
+// command, unless the caller asked for the prewalk (sbx exec, which runs
+// its command right after Open). CI's TestCwdWithShellCharacters lost
+// its file to a prewalk every Open started.
+func TestChangeAfterOpenReachesTheFirstCommand(t *testing.T) {
+	f := newFixture(t)
+	s := f.open(t, "afteropen", false)
+	if s.sync.Prewalking() {
+		t.Fatal("Open started the first scan's walk for a caller that did not ask for it")
+	}
+	write(t, filepath.Join(f.code, "late.txt"), "late\n", 0o644)
+	if out, o := sh(t, s, "cat late.txt"); o.ExitCode != 0 || out != "late\n" {
+		t.Fatalf("the first command after Open: exit %d, %q; want late.txt's content", o.ExitCode, out)
+	}
+
+	p, err := f.manager().Open(context.Background(), "prewalked", Params{CodeDirs: []string{f.code}, IdleTTL: time.Hour, Prewalk: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Release(context.Background()) })
+	if !p.sync.Prewalking() {
+		t.Fatal("Params.Prewalk: Open started no walk")
+	}
+	if out, o := sh(t, p, "cat late.txt keep.txt"); o.ExitCode != 0 || out != "late\nkeep\n" {
+		t.Fatalf("a prewalked session's first command: exit %d, %q", o.ExitCode, out)
+	}
+}

@@ -314,6 +314,19 @@ func (h *Host) startPrewalks() {
 	}
 }
 
+// Prewalking says whether the first scan's walk, started by OpenHost for a
+// code dir that asked for it (HostDir.Prewalk), is still held: the next
+// round trip's scan takes the tree as that walk saw it.
+// Like the Host's other methods, it is not safe beside them.
+func (h *Host) Prewalking() bool {
+	for _, d := range h.dirs {
+		if d.pre != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // takePrewalk returns the code dir's prewalk once it has ended, and forgets
 // it: only the first scan uses it. Nil when there is none.
 func (d *hostDir) takePrewalk() *walker {

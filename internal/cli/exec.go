@@ -95,6 +95,8 @@ func execOrShell(ctx context.Context, e *Env, args []string, shell bool) int {
 		// After the session's Close below (deferred later, run first).
 		defer func() { hostd.Start(daemonDir, *sess, daemonKey, flags, w.Cwd, e.Log) }()
 	}
+	// The command runs right after Open: its scan's walk may start there.
+	w.Params.Prewalk = true
 	s, err := w.Manager.Open(ctx, *sess, w.Params)
 	if err != nil {
 		return e.Fail(err)
