@@ -578,11 +578,11 @@ func (h *Host) Begin() (*Round, Report, error) {
 	r := &Round{h: h, Request: HelperRequest{Version: ProtocolVersion, Seq: h.st.Seq, Ack: h.st.Ack, FullScan: h.fullNext}}
 	h.fullNext = false
 	r.last, h.endsNext = h.endsNext, false
-	held, err := readHeld(h.heldDir())
+	held, err := readHeldHead(h.heldDir())
 	if err != nil {
 		return nil, recovered, err
 	}
-	r.report.HeldWaiting = len(held.Held)
+	r.report.HeldWaiting = held.Waiting
 	// Rejected deletions: the host's files go back into the sandbox.
 	for _, x := range held.Rejected {
 		for i, d := range h.dirs {
