@@ -473,17 +473,25 @@ func (b *bench) waitDaemon(name string) error {
 
 // sbxEnv is sbx with env added to the environment.
 func (b *bench) sbxEnv(env []string, args ...string) (time.Duration, error) {
+	start := time.Now()
+	if _, err := b.sbxOutput(env, args...); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
+}
+
+// sbxOutput is sbxEnv's run, with what it printed on both streams.
+func (b *bench) sbxOutput(env []string, args ...string) (string, error) {
 	c := exec.Command(b.sbxBin, args...)
 	c.Env, c.Dir = append(append([]string(nil), b.env...), env...), b.tmp
 	if i := slices.Index(args, "--code-dir"); i >= 0 && i+1 < len(args) {
 		c.Dir = args[i+1]
 	}
-	start := time.Now()
 	out, err := c.CombinedOutput()
 	if err != nil {
-		return 0, fmt.Errorf("sbx %s: %w: %.500s", strings.Join(args, " "), err, out)
+		return string(out), fmt.Errorf("sbx %s: %w: %.500s", strings.Join(args, " "), err, out)
 	}
-	return time.Since(start), nil
+	return string(out), nil
 }
 
 // memory: PSS of idle local sessions, right after their last command (the
@@ -933,8 +941,37 @@ func (b *bench) tree(n int, pushOnly bool) error {
 	row("the same vs `sbx exec --keep -- true` on an empty code dir, no host daemon", median(dc), median(de), "empty", "")
 	row("`sbx exec --keep -- true`, no change, with the host daemon, vs the same on an empty code dir with it", median(dd), median(ded), "empty", "close")
 	row("the same with the host daemon vs a stat walk", median(dd), median(dw), "find", "")
+
+	// The sandbox deletes the whole tree (an agent's rm -rf before a
+	// reinstall): the deletions are held for sbx accept, and every later
+	// call's round trip sees them waiting.
+	out, err := b.sbxOutput(nil, "exec", "--keep", "--session", cliD, "--code-dir", root, "--", "find . -mindepth 1 -maxdepth 1 -exec rm -rf {} +")
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(out, "sbx: held:") {
+		return fmt.Errorf("the deletion of the whole tree was not held: %.500s", out)
+	}
+	var hd, hed []time.Duration
+	for i := range calls + 2 {
+		d, err := b.sbx("exec", "--keep", "--session", cliD, "--code-dir", root, "--", "true")
+		if err != nil {
+			return err
+		}
+		ed, err := b.sbx("exec", "--keep", "--session", emptyD, "--code-dir", b.empty.dir, "--", "true")
+		if err != nil {
+			return err
+		}
+		if i >= 2 {
+			hd, hed = append(hd, d), append(hed, ed)
+		}
+	}
+	row("`sbx exec --keep -- true` with the host daemon while the sandbox's deletion of the whole tree waits for `sbx accept`, vs an empty code dir's", median(hd), median(hed), "empty", "close")
 	for _, name := range []string{cli, cliD, emptyCLI, emptyD} {
 		b.sbx("release", "--session", name)
+	}
+	if _, err := b.sbx("accept", "--reject-deletions", "--session", cliD); err != nil {
+		return err
 	}
 	s.close()
 
