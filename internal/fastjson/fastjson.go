@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 
 	segjson "github.com/segmentio/encoding/json"
 )
@@ -51,6 +52,15 @@ func parse(data []byte, v any) ([]byte, error) {
 		// own, exact path (which matches names by case too).
 		d := json.NewDecoder(bytes.NewReader(data))
 		if err := d.Decode(v); err != nil {
+			// Refused, as segmentio's refuses it where it does: then in its
+			// words, which are the MCP SDK's (tools' FuzzTypedArguments);
+			// where segmentio's would take it (a wrapped integer), refused
+			// all the same.
+			if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && !rv.IsNil() {
+				if _, serr := segjson.Parse(data, reflect.New(rv.Type().Elem()).Interface(), segjson.DontMatchCaseInsensitiveStructFields); serr != nil {
+					return nil, serr
+				}
+			}
 			return nil, err
 		}
 		return data[d.InputOffset():], nil
