@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	gosync "sync"
 	"time"
 )
 
@@ -331,11 +332,19 @@ func checkPathLength(p string) error {
 	return nil
 }
 
+// endBuffers are ExpectEnd's read buffers.
+var endBuffers = gosync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
 // ExpectEnd checks that nothing but tar padding follows the last patch.
 // It reads at most MaxPadding bytes: zeros without end are trailing data
 // too (the host spools what it reads).
 func ExpectEnd(r io.Reader) error {
-	buf := make([]byte, 32<<10)
+	// A round trip's stream usually ends at once: a buffer kept from
+	// round to round instead of 32 KiB made and cleared at each (twice a
+	// command: the host's pull, the sandbox's push).
+	p := endBuffers.Get().(*[]byte)
+	defer endBuffers.Put(p)
+	buf := *p
 	var read int64
 	for {
 		n, err := r.Read(buf)

@@ -29,6 +29,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sbx-sh/sbx/internal/fastjson"
 	"github.com/sbx-sh/sbx/sandbox"
 	sbxsync "github.com/sbx-sh/sbx/sync"
 )
@@ -290,7 +291,7 @@ func Run(c *Cmd, iso Isolation) Result {
 			hr = helper.Collect(c.Pull)
 		}
 		hr.Bound()
-		r.SyncReply, _ = json.Marshal(hr)
+		r.SyncReply, _ = fastjson.Marshal(hr)
 	}
 	return r
 }
@@ -348,7 +349,7 @@ func fd4Pipe(b []byte) (*os.File, error) {
 
 func applySync(c *Cmd) (*sbxsync.Helper, error) {
 	var req sbxsync.HelperRequest
-	if err := json.Unmarshal(c.Sync, &req); err != nil {
+	if err := fastjson.Unmarshal(c.Sync, &req); err != nil {
 		return nil, fmt.Errorf("parse the helper's request: %w", err)
 	}
 	if req.StateDir == "" && c.SyncStateDir != "" {
