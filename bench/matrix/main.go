@@ -52,6 +52,9 @@ import (
 
 func main() {
 	app.Main() // the in-process engine's sandbox init re-executes this binary
+	if os.Getenv(floorEnv) != "" {
+		os.Exit(serveFloor())
+	}
 	only := flag.String("only", "warm,output,memory,tree", "sections to run, comma-separated (push: the tree section's initial push rows only)")
 	sizes := flag.String("sizes", "1000,10000,100000", "tree sizes (files) for the tree section")
 	n := flag.Int("n", 50, "timed calls per side where calls are repeated")
@@ -305,7 +308,12 @@ func (b *bench) warm() error {
 		}
 		return time.Since(start), err
 	}
-	var viaMCP, viaRaw, viaEngine []time.Duration
+	floor, err := b.startFloor(s.name, b.sessionDir(s.name))
+	if err != nil {
+		return err
+	}
+	defer floor.cs.Close()
+	var viaMCP, viaRaw, viaEngine, viaFloor []time.Duration
 	for i := range 5 + b.n*4 {
 		dm, _, err := s.bash("true")
 		if err != nil {
@@ -319,19 +327,26 @@ func (b *bench) warm() error {
 		if err != nil {
 			return err
 		}
+		df, _, err := floor.bash("true")
+		if err != nil {
+			return fmt.Errorf("the floor server: %w", err)
+		}
 		if i >= 5 {
-			viaMCP, viaRaw, viaEngine = append(viaMCP, dm), append(viaRaw, dr), append(viaEngine, de)
+			viaMCP, viaRaw, viaEngine, viaFloor = append(viaMCP, dm), append(viaRaw, dr), append(viaEngine, de), append(viaFloor, df)
 		}
 	}
-	mm, mr, me := median(viaMCP), median(viaRaw), median(viaEngine)
+	mm, mr, me, mf := median(viaMCP), median(viaRaw), median(viaEngine), median(viaFloor)
 	fmt.Printf("### warm `bash true`, empty code dir (%d calls each, interleaved)\n\n", len(viaMCP))
 	fmt.Printf("| path | median | min | p90 |\n|---|---|---|---|\n")
 	fmt.Printf("| sbx-mcp `bash true` | %s | %s | %s |\n", ms(mm), ms(pct(viaMCP, 0)), ms(pct(viaMCP, 90)))
 	fmt.Printf("| the engine alone: `session.Exec` in-process, same wiring, its own sandbox | %s | %s | %s |\n", ms(me), ms(pct(viaEngine, 0)), ms(pct(viaEngine, 90)))
 	fmt.Printf("| raw exec `/bin/bash -c true` into sbx-mcp's sandbox | %s | %s | %s |\n", ms(mr), ms(pct(viaRaw, 0)), ms(pct(viaRaw, 90)))
+	fmt.Printf("| the floor: the same raw exec as the one tool of an MCP server on the same SDK, same client | %s | %s | %s |\n", ms(mf), ms(pct(viaFloor, 0)), ms(pct(viaFloor, 90)))
 	fmt.Printf("| **ratio sbx-mcp / raw** (goal <= 1.5x, aim 1.2x) | **%.2fx** | %.2fx | |\n", ratio(mm, mr), ratio(pct(viaMCP, 0), pct(viaRaw, 0)))
 	fmt.Printf("| of the difference: the engine (engine - raw) | +%s | | |\n", ms(me-mr))
-	fmt.Printf("| of the difference: the MCP layer and stdio (sbx-mcp - engine) | +%s | | |\n\n", ms(mm-me))
+	fmt.Printf("| of the difference: the MCP layer and stdio (sbx-mcp - engine) | +%s | | |\n", ms(mm-me))
+	fmt.Printf("| the protocol through the SDK alone (floor - raw) | +%s: %.2fx raw | | |\n", ms(mf-mr), ratio(mf, mr))
+	fmt.Printf("| sbx's own (sbx-mcp - floor) | +%s | | |\n\n", ms(mm-mf))
 	return nil
 }
 
