@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -221,16 +222,24 @@ func hooksFingerprint(codeDirs, gitDirs, included []string) string {
 		files = append(files, filepath.Join(g, "config"), filepath.Join(g, "config.worktree"))
 	}
 	files = append(files, included...)
-	var b strings.Builder
+	// Asked before every command: appended, not formatted (fmt and the
+	// mode's String were most of its cost).
+	b := make([]byte, 0, 512)
 	for _, f := range files {
+		b = append(append(b, f...), ':')
 		fi, err := os.Stat(f)
 		if err != nil {
-			fmt.Fprintf(&b, "%s:-;", f)
+			b = append(b, "-;"...)
 			continue
 		}
-		fmt.Fprintf(&b, "%s:%d:%d:%v;", f, fi.Size(), fi.ModTime().UnixNano(), fi.Mode())
+		b = strconv.AppendInt(b, fi.Size(), 10)
+		b = append(b, ':')
+		b = strconv.AppendInt(b, fi.ModTime().UnixNano(), 10)
+		b = append(b, ':')
+		b = strconv.AppendUint(b, uint64(fi.Mode()), 8)
+		b = append(b, ';')
 	}
-	return b.String()
+	return string(b)
 }
 
 // lookPath finds name on the PATH of env (the sanitized one, which holds no

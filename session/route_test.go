@@ -117,3 +117,21 @@ func TestGitPushRunsOnTheHostEverythingElseInTheSandbox(t *testing.T) {
 		t.Fatalf("audit log: %v", wheres)
 	}
 }
+
+// TestAuditLineAsEncodingJSON: an audit line is what encoding/json writes of
+// the entry, for the commands a model may send (invalid UTF-8, HTML's
+// characters, line and paragraph separators, control bytes).
+func TestAuditLineAsEncodingJSON(t *testing.T) {
+	for _, c := range []string{"true", "a\xffb\xc3", "echo '<x>' && y", "\u2028\u2029", "\x00\x01\x1f\x7f", "é日本\U0001F600", `"\/`} {
+		e := auditEntry{Time: time.Date(2026, 12, 3, 1, 2, 3, 456789, time.FixedZone("x", 3600)), Session: "s", Command: c, Cwd: "/w/" + c,
+			Where: "sandbox", Reason: c, ExitCode: -1, DurationMS: 1 << 40, Error: c}
+		want, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := auditLine(e)
+		if err != nil || string(got) != string(want) {
+			t.Errorf("command %q: audit line\n%s (%v), encoding/json writes\n%s", c, got, err, want)
+		}
+	}
+}
