@@ -171,7 +171,8 @@ func (b *box) Exec(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, error
 		n, err := io.ReadFull(cmd.Sync.Push, head)
 		switch {
 		case err == io.EOF || err == io.ErrUnexpectedEOF:
-			req.Push = bytes.Clone(head[:n])
+			push, zeros := trimZeros(head[:n])
+			req.Push, req.PushZeros = bytes.Clone(push), zeros
 			pushHeads.Put(buf)
 		case err != nil:
 			pushHeads.Put(buf)
@@ -248,11 +249,12 @@ func (b *box) Exec(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Result, error
 		}
 	}
 	copiers.Wait()
-	if cmd.Sync != nil && len(r.Pull) > 0 {
-		if len(r.Pull) > inlineSync {
-			return sandbox.Result{}, fmt.Errorf("%w: the sandbox sent a pull of %d bytes in its reply, over the bound of %d", sandbox.ErrLost, len(r.Pull), inlineSync)
+	if cmd.Sync != nil && (len(r.Pull) > 0 || r.PullZeros != 0) {
+		pull, err := inlineStream(r.Pull, r.PullZeros)
+		if err != nil {
+			return sandbox.Result{}, fmt.Errorf("%w: the sandbox's reply: its pull: %v", sandbox.ErrLost, err)
 		}
-		cmd.Sync.Pull.Write(r.Pull)
+		cmd.Sync.Pull.Write(pull)
 	}
 	if cmd.Fd3 != nil && len(r.Fd3) > 0 {
 		sandbox.Fd3Writer(cmd.Fd3).Write(r.Fd3)

@@ -197,3 +197,47 @@ func TestPullPipeFromTheSandbox(t *testing.T) {
 		})
 	}
 }
+
+// TestInlineZeros: a small stream's trailing zeros cross a frame as their
+// count, and come out as the same bytes; a count from the sandbox side that
+// is negative or takes the pull past inlineSync is refused as a lost
+// sandbox, with nothing handed to the sync.
+func TestInlineZeros(t *testing.T) {
+	// The host's push: a patch ends with tar's zero blocks.
+	for _, push := range [][]byte{make([]byte, 1024), append([]byte("head\x00mid"), make([]byte, 1536)...), []byte("no zeros")} {
+		b, got := fakeInit(t, reply{Done: true, Sync: []byte(`{}`)})
+		if _, err := b.Exec(context.Background(), &sandbox.Cmd{Argv: []string{"true"}, Sync: &sandbox.SyncIO{Request: []byte(`{}`), Push: bytes.NewReader(push), Pull: &bytes.Buffer{}}}); err != nil {
+			t.Fatal(err)
+		}
+		req := <-got
+		again, err := inlineStream(req.Push, req.PushZeros)
+		if err != nil || !bytes.Equal(again, push) || bytes.HasSuffix(req.Push, []byte{0}) {
+			t.Errorf("push %q: frame carried %q and %d zeros (%v)", push, req.Push, req.PushZeros, err)
+		}
+	}
+	// The sandbox's pull.
+	for _, c := range []struct {
+		pull  []byte
+		zeros int
+		ok    bool
+	}{
+		{nil, 1024, true},
+		{[]byte("tail"), 1020, true},
+		{nil, inlineSync, true},
+		{nil, inlineSync + 1, false},
+		{[]byte("x"), inlineSync, false},
+		{[]byte("x"), -1, false},
+		{nil, -inlineSync, false},
+	} {
+		b, _ := fakeInit(t, reply{Done: true, Sync: []byte(`{}`), Pull: c.pull, PullZeros: c.zeros})
+		var pull bytes.Buffer
+		_, err := b.Exec(context.Background(), &sandbox.Cmd{Argv: []string{"true"}, Sync: &sandbox.SyncIO{Request: []byte(`{}`), Push: strings.NewReader(""), Pull: &pull}})
+		if c.ok {
+			if want := append(append([]byte{}, c.pull...), make([]byte, c.zeros)...); err != nil || !bytes.Equal(pull.Bytes(), want) {
+				t.Errorf("pull %q and %d zeros: err %v, %d bytes handed to the sync, want %d", c.pull, c.zeros, err, pull.Len(), len(want))
+			}
+		} else if !errors.Is(err, sandbox.ErrLost) || pull.Len() != 0 {
+			t.Errorf("pull %q and %d zeros: err %v, %d bytes handed to the sync; want ErrLost and none", c.pull, c.zeros, err, pull.Len())
+		}
+	}
+}

@@ -172,7 +172,7 @@ func (s *server) exec(c *conn, req *request, files []*os.File) {
 	}
 	// The worker looks the program up on the command's PATH (runner.Run).
 	wreq := workerExec{Argv: req.Argv, Env: req.Env, Dir: req.Dir, DirFallback: req.DirFallback, TTY: req.TTY, Fds: req.Fds, StderrToStdout: req.StderrToStdout, Sync: req.Sync,
-		Fd3: req.Fd3, Fd4: req.Fd4, Fallback: req.Fallback, Push: req.Push, PullPipe: req.PullPipe}
+		Fd3: req.Fd3, Fd4: req.Fd4, Fallback: req.Fallback, Push: req.Push, PushZeros: req.PushZeros, PullPipe: req.PullPipe}
 	start := time.Now()
 	// A client that sends "kill" or hangs up cancels the command.
 	cancel := make(chan struct{})

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -65,6 +66,9 @@ type request struct {
 	// Push is the whole push stream when it is small (at most inlineSync
 	// bytes): it then comes in the frame instead of as a "push" descriptor.
 	Push []byte `json:"push,omitempty"`
+	// PushZeros is how many zero bytes end the push after Push (a frame
+	// carries a small stream's trailing zeros as their count: inlineZeros).
+	PushZeros int `json:"push_zeros,omitempty"`
 	// PullPipe asks for the pull in the final reply while it stays within
 	// inlineSync bytes, and past them through a pipe that the sandbox side
 	// makes and sends up in a reply frame of its own (reply.PullPipe): a
@@ -96,6 +100,8 @@ type reply struct {
 	// Pull is the whole pull stream when it stayed small (at most
 	// inlineSync bytes): the "pull" descriptor then got nothing.
 	Pull []byte `json:"pull,omitempty"`
+	// PullZeros is how many zero bytes end the pull after Pull.
+	PullZeros int `json:"pull_zeros,omitempty"`
 	// PullPipe is set on the frame, before the final one, that carries the
 	// reading end of the pull's pipe (request.PullPipe): at most one per
 	// exec, only for one that asked, and a pipe (the host checks all three).
@@ -113,6 +119,33 @@ type reply struct {
 // a no-change round trip's streams (an empty patch per code dir) fit, a
 // real change set goes through the pipe as before.
 const inlineSync = 64 << 10
+
+// A small sync stream's trailing zero bytes travel in a frame as their
+// count. A patch ends with tar's two zero blocks, so a no-change round
+// trip's push and pull are 1,024 zero bytes each; as base64 in the JSON of
+// four frames, decoded and encoded again at each hop, they cost a warm
+// command about 140 us (docs/benchmarks.md, W25).
+
+// trimZeros splits b into what comes before its trailing zero bytes, and
+// how many there are.
+func trimZeros(b []byte) ([]byte, int) {
+	t := bytes.TrimRight(b, "\x00")
+	return t, len(b) - len(t)
+}
+
+// inlineStream is b followed by zeros zero bytes, a stream that came in a
+// frame; a count below zero or a stream over inlineSync is refused.
+func inlineStream(b []byte, zeros int) ([]byte, error) {
+	if zeros < 0 || zeros > inlineSync || len(b)+zeros > inlineSync {
+		return nil, fmt.Errorf("a stream of %d bytes and %d zeros in a frame, over the bound of %d bytes", len(b), zeros, inlineSync)
+	}
+	if zeros == 0 {
+		return b, nil
+	}
+	out := make([]byte, len(b)+zeros)
+	copy(out, b)
+	return out, nil
+}
 
 // conn wraps a unix socket with framing and descriptor passing.
 type conn struct {

@@ -54,7 +54,8 @@ type workerExec struct {
 	Fd4      []byte   `json:"fd4,omitempty"`
 	Fallback []string `json:"fallback,omitempty"`
 	// Push is the push stream when it came in the request's frame.
-	Push []byte `json:"push,omitempty"`
+	Push      []byte `json:"push,omitempty"`
+	PushZeros int    `json:"push_zeros,omitempty"`
 	// PullPipe is the request's: a pull past inlineSync goes through a pipe
 	// this worker makes and sends up.
 	PullPipe bool `json:"pull_pipe,omitempty"`
@@ -187,7 +188,12 @@ func runOne(c *conn, req *workerExec, files []*os.File) reply {
 	if f, ok := stdio["push"]; ok {
 		rc.Push = f
 	} else if req.Sync != nil {
-		rc.Push = bytes.NewReader(req.Push) // small: it came in the frame
+		// Small: it came in the frame.
+		push, err := inlineStream(req.Push, req.PushZeros)
+		if err != nil {
+			return reply{Done: true, ExitCode: runner.CannotRun, Error: "the push: " + err.Error()}
+		}
+		rc.Push = bytes.NewReader(push)
 	}
 	var pull *inlinePull
 	if f, ok := stdio["pull"]; ok {
@@ -216,7 +222,7 @@ func runOne(c *conn, req *workerExec, files []*os.File) reply {
 		r.Fd3 = fd3.Bytes()
 	}
 	if pull != nil && !pull.spilled {
-		r.Pull = pull.buf
+		r.Pull, r.PullZeros = trimZeros(pull.buf)
 	}
 	return r
 }
