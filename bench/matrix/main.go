@@ -10,7 +10,8 @@
 // Sections:
 //   - warm: `bash true` through sbx-mcp on an empty code dir against a raw
 //     exec (local.Provider.Attach + Sandbox.Exec of `/bin/bash -c true`) into
-//     the same warm sandbox;
+//     the same warm sandbox, and against the floor: that raw exec as the one
+//     tool of an MCP server on the same SDK (floor.go);
 //   - output: a command printing 200 MB through the bash tool against the
 //     same command on the host into a pipe;
 //   - memory: PSS of an idle local session (its init and workers), one and
