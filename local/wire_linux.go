@@ -67,7 +67,8 @@ type request struct {
 	// bytes): it then comes in the frame instead of as a "push" descriptor.
 	Push []byte `json:"push,omitempty"`
 	// PushZeros is how many zero bytes end the push after Push (a frame
-	// carries a small stream's trailing zeros as their count: inlineZeros).
+	// carries a small stream's trailing zeros as their count: trimZeros,
+	// inlineStream).
 	PushZeros int `json:"push_zeros,omitempty"`
 	// PullPipe asks for the pull in the final reply while it stays within
 	// inlineSync bytes, and past them through a pipe that the sandbox side
