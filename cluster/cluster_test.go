@@ -328,6 +328,10 @@ func newFakeCluster(t *testing.T, extVersion string, objs ...runtime.Object) *fa
 			u.SetName(fmt.Sprintf("%s%05d", u.GetGenerateName(), n))
 			u.SetUID(types.UID(fmt.Sprintf("uid-%d", n)))
 			u.SetCreationTimestamp(metav1.Now())
+			// The tracker keeps versions of its own and leaves the
+			// objects' empty; a watch from "1" is one from before every
+			// object, as a real create's version is for the claim's watch.
+			u.SetResourceVersion("1")
 		}
 		return false, nil, nil
 	})

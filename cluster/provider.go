@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -317,6 +318,12 @@ func (p *Provider) waitReady(ctx context.Context, a *api, claim *claimView, spec
 
 	var fatalMu sync.Mutex
 	var fatal error // an error retrying cannot fix
+	// The watch from the create's resourceVersion (below) cannot recover
+	// from a version the server no longer has: it stops, and the informer
+	// takes over.
+	var expired atomic.Bool
+	uctx, stopUntil := context.WithCancel(wctx)
+	defer stopUntil()
 	check := func(err error) error {
 		if err != nil && (apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) || (apierrors.IsNotFound(err) && isMissingType(err))) {
 			fatalMu.Lock()
@@ -325,6 +332,10 @@ func (p *Provider) waitReady(ctx context.Context, a *api, claim *claimView, spec
 			}
 			fatalMu.Unlock()
 			cancel()
+		}
+		if err != nil && (apierrors.IsGone(err) || apierrors.IsResourceExpired(err)) {
+			expired.Store(true)
+			stopUntil()
 		}
 		return err
 	}
@@ -341,34 +352,52 @@ func (p *Provider) waitReady(ctx context.Context, a *api, claim *claimView, spec
 		st, _, _, _ := readyCondition(u)
 		return st == "True"
 	}
-	_, err := watchtools.UntilWithSync(wctx, lw, objType,
-		func(store cache.Store) (bool, error) {
-			obj, exists, err := store.GetByKey(ns + "/" + name)
-			if err != nil {
-				return false, err
-			}
-			o, _ := obj.(runtime.Object)
-			u, ok := asClaim(o)
-			if !exists || !ok {
-				gone = true
-				return true, nil
-			}
-			return seen(u), nil
-		},
-		func(ev watch.Event) (bool, error) {
-			u, ok := asClaim(ev.Object)
-			if !ok || u.Name != name {
-				return false, nil
-			}
-			switch ev.Type {
-			case watch.Deleted:
-				gone = true
-				return true, nil
-			case watch.Added, watch.Modified:
-				return seen(u), nil
-			}
+	event := func(ev watch.Event) (bool, error) {
+		if ev.Type == watch.Error {
+			err := apierrors.FromObject(ev.Object)
+			check(err)
+			return false, err
+		}
+		u, ok := asClaim(ev.Object)
+		if !ok || u.Name != name {
 			return false, nil
-		})
+		}
+		switch ev.Type {
+		case watch.Deleted:
+			gone = true
+			return true, nil
+		case watch.Added, watch.Modified:
+			return seen(u), nil
+		}
+		return false, nil
+	}
+	// A watch from the resourceVersion the create returned sees every
+	// change of the claim since, its deletion included, with no list first:
+	// the informer's wait for its cache (cache.WaitForCacheSync polls every
+	// 100 ms) cost each claim 60 ms past its Ready. RetryWatcher takes a
+	// broken watch up again from the last version seen; only a version
+	// the server no longer keeps (410) needs the informer's list.
+	var err error
+	if rv := claim.ResourceVersion; rv != "" && rv != "0" {
+		_, err = watchtools.Until(uctx, rv, lw, event)
+	}
+	if claim.ResourceVersion == "" || claim.ResourceVersion == "0" || (expired.Load() && wctx.Err() == nil) {
+		p.log.Debug("claim watch: listing first", "claim", name, "resourceVersion", claim.ResourceVersion, "expired", expired.Load())
+		_, err = watchtools.UntilWithSync(wctx, lw, objType,
+			func(store cache.Store) (bool, error) {
+				obj, exists, err := store.GetByKey(ns + "/" + name)
+				if err != nil {
+					return false, err
+				}
+				o, _ := obj.(runtime.Object)
+				u, ok := asClaim(o)
+				if !exists || !ok {
+					gone = true
+					return true, nil
+				}
+				return seen(u), nil
+			}, event)
+	}
 	fatalMu.Lock()
 	ferr := fatal
 	fatalMu.Unlock()
