@@ -157,8 +157,45 @@ func Mux(in io.Reader, out io.Writer) int {
 	var (
 		mu       sync.Mutex
 		children = map[int]bool{}
+		ended    bool // the host is gone: no child starts any more
 		wg       sync.WaitGroup
 	)
+	// start starts the helper with args, its stdin and stdout pipes of
+	// this process's, and counts it among the children.
+	start := func(args []string) (*child, error) {
+		cmd := exec.Command(self, append([]string{"__inpod"}, args...)...)
+		cmd.Stderr = os.Stderr
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			return nil, err
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			stdin.Close()
+			return nil, err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if ended {
+			return nil, errors.New("the mux is ending")
+		}
+		if err := cmd.Start(); err != nil {
+			return nil, err
+		}
+		children[cmd.Process.Pid] = true
+		return &child{cmd: cmd, stdin: stdin, stdout: stdout}, nil
+	}
+	// A program start in a pod is most of a helper call's cost (a Go
+	// runtime's start, 15-20 ms under gVisor): one "serve" child is
+	// started ahead and waits for its request on stdin, so a call finds
+	// it started. The next spare starts when the call that took one ends.
+	spare := make(chan *child, 1)
+	startSpare := func() {
+		if c, err := start([]string{"serve"}); err == nil {
+			spare <- c
+		}
+	}
+	go startSpare()
 	for {
 		st, err := sess.AcceptStream()
 		if err != nil {
@@ -181,33 +218,39 @@ func Mux(in io.Reader, out io.Writer) int {
 				serveDial(st, args[1])
 				return
 			}
-			cmd := exec.Command(self, append([]string{"__inpod"}, args...)...)
-			cmd.Stdout, cmd.Stderr = st, os.Stderr
-			stdin, err := cmd.StdinPipe()
-			if err == nil {
-				err = cmd.Start()
+			var c *child
+			if args[0] == "serve" {
+				select {
+				case c = <-spare:
+					// The next one once this call is done: starting it
+					// beside the call slows the call (a pod's CPUs are few).
+					defer func() { go startSpare() }()
+				default:
+				}
 			}
-			if err != nil {
-				fmt.Fprintln(os.Stderr, "sbx __inpod mux:", err)
-				return
+			if c == nil {
+				if c, err = start(args); err != nil {
+					fmt.Fprintln(os.Stderr, "sbx __inpod mux:", err)
+					return
+				}
 			}
-			mu.Lock()
-			children[cmd.Process.Pid] = true
-			mu.Unlock()
 			// The stream's input goes to the child until the host closes its
 			// side; a child that exits first just stops taking it.
 			go func() {
-				io.Copy(stdin, st)
-				stdin.Close()
+				io.Copy(c.stdin, st)
+				c.stdin.Close()
 			}()
-			cmd.Wait()
+			io.Copy(st, c.stdout)
+			c.cmd.Wait()
 			mu.Lock()
-			delete(children, cmd.Process.Pid)
+			delete(children, c.cmd.Process.Pid)
 			mu.Unlock()
 		}()
 	}
-	// The host is gone: nothing it started may outlive it.
+	// The host is gone: nothing it started may outlive it (the spare
+	// included).
 	mu.Lock()
+	ended = true
 	for pid := range children {
 		killTree(pid)
 		syscall.Kill(pid, syscall.SIGKILL)
@@ -216,6 +259,13 @@ func Mux(in io.Reader, out io.Writer) int {
 	sess.Close()
 	wg.Wait()
 	return 0
+}
+
+// child is a helper process the mux started, with its stdio.
+type child struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout io.ReadCloser
 }
 
 // MuxClient is the host's end of a mux.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -356,4 +357,79 @@ func TestMuxDial(t *testing.T) {
 	if res, err := Exec(context.Background(), m.Run, "helper", &sandbox.Cmd{Argv: []string{"sh", "-c", "echo ok"}, Env: env, Stdout: &out}); err != nil || res.ExitCode != 0 || out.String() != "ok\n" {
 		t.Fatalf("a command after the dials: %+v %v %q", res, err, out.String())
 	}
+}
+
+// procChildren lists the pids whose parent is ppid and whose arguments,
+// after the program, are args.
+func procChildren(ppid int, args ...string) []int {
+	var pids []int
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		stat, err := os.ReadFile(d + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, not ')'
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(f) < 2 || f[1] != fmt.Sprint(ppid) {
+			continue
+		}
+		cl, _ := os.ReadFile(d + "/cmdline")
+		a := strings.Split(strings.TrimSuffix(string(cl), "\x00"), "\x00")
+		if len(a) == len(args)+1 && slices.Equal(a[1:], args) {
+			var pid int
+			fmt.Sscan(filepath.Base(d), &pid)
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// waitFor polls cond until it holds or 10 s have passed.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10 s: %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// The mux starts a "serve" child before any call and hands the next call
+// to it (a program start is most of a call's cost in a pod); the call takes
+// it, a new one is started, and none outlives the mux.
+func TestMuxServesFromASpare(t *testing.T) {
+	m, err := StartMux(context.Background(), localStream, "helper", SelfHash())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	var mux []int
+	waitFor(t, "no mux process", func() bool { mux = procChildren(os.Getpid(), "__inpod", "mux"); return len(mux) == 1 })
+	var spare []int
+	waitFor(t, "the mux started no serve child before its first call", func() bool {
+		spare = procChildren(mux[0], "__inpod", "serve")
+		return len(spare) == 1
+	})
+	var out bytes.Buffer
+	r, err := Exec(context.Background(), m.Run, "helper", &sandbox.Cmd{Argv: []string{"sh", "-c", "echo $PPID"}, Env: env, Stdout: &out})
+	if err != nil || r.ExitCode != 0 {
+		t.Fatalf("exec: %v %+v", err, r)
+	}
+	if got := strings.TrimSpace(out.String()); got != fmt.Sprint(spare[0]) {
+		t.Errorf("the command's parent is %s, want the spare %d", got, spare[0])
+	}
+	waitFor(t, "no new spare after the call took one", func() bool {
+		s := procChildren(mux[0], "__inpod", "serve")
+		return len(s) == 1 && s[0] != spare[0]
+	})
+	next := procChildren(mux[0], "__inpod", "serve")
+	m.Close()
+	waitFor(t, "the spare outlived the mux", func() bool {
+		_, err := os.Stat(fmt.Sprintf("/proc/%d/cmdline", next[0]))
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", next[0]))
+		return err != nil || bytes.Contains(b, []byte(") Z "))
+	})
 }
