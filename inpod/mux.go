@@ -225,6 +225,17 @@ func Mux(in io.Reader, out io.Writer) int {
 					// The next one once this call is done: starting it
 					// beside the call slows the call (a pod's CPUs are few).
 					defer func() { go startSpare() }()
+					if exited(c.cmd.Process.Pid) {
+						// Killed while it waited (the OOM killer,
+						// the sandbox's own commands): reaped, and
+						// the call gets a child of its own.
+						c.stdin.Close()
+						c.cmd.Wait()
+						mu.Lock()
+						delete(children, c.cmd.Process.Pid)
+						mu.Unlock()
+						c = nil
+					}
 				default:
 				}
 			}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -432,4 +433,32 @@ func TestMuxServesFromASpare(t *testing.T) {
 		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", next[0]))
 		return err != nil || bytes.Contains(b, []byte(") Z "))
 	})
+}
+
+// A spare that died while it waited (the OOM killer, or the sandbox's own
+// commands) is not given the call: the call starts a child of its own.
+func TestMuxSpareKilledWhileWaiting(t *testing.T) {
+	m, err := StartMux(context.Background(), localStream, "helper", SelfHash())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	var mux, spare []int
+	waitFor(t, "no mux process", func() bool { mux = procChildren(os.Getpid(), "__inpod", "mux"); return len(mux) == 1 })
+	waitFor(t, "no spare", func() bool { spare = procChildren(mux[0], "__inpod", "serve"); return len(spare) == 1 })
+	if err := syscall.Kill(spare[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the killed spare did not exit", func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", spare[0]))
+		return err != nil || bytes.Contains(b, []byte(") Z "))
+	})
+	var out bytes.Buffer
+	r, err := Exec(context.Background(), m.Run, "helper", &sandbox.Cmd{Argv: []string{"sh", "-c", "echo $PPID"}, Env: env, Stdout: &out})
+	if err != nil || r.ExitCode != 0 {
+		t.Fatalf("a call after the spare was killed: %v %+v", err, r)
+	}
+	if got := strings.TrimSpace(out.String()); got == fmt.Sprint(spare[0]) || got == "" {
+		t.Errorf("the command's parent is %q: want a new child, not the dead spare %d", got, spare[0])
+	}
 }
