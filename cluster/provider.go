@@ -280,11 +280,12 @@ func sandboxName(c *claimView) string {
 // waitReady watches claim until it is Ready, then finds its pod. On timeout
 // it deletes the claim and returns a *ClaimTimeoutError.
 //
-// The watch is client-go's watchtools.UntilWithSync: an informer on the one
-// claim (list, then watch from that version, re-listing when the watch
-// expires or breaks, with backoff), so no event is lost between a list and
-// a watch. An error retrying cannot fix (RBAC, a missing type) ends it at
-// once instead of waiting for the timeout.
+// The watch is client-go's watchtools.Until from the version the create
+// returned (a RetryWatcher: every change since, in order, watched again
+// from the last version seen when it breaks); a version the server no
+// longer keeps (410) hands over to watchtools.UntilWithSync, an informer
+// that lists first. An error retrying cannot fix (RBAC, a missing type)
+// ends it at once instead of waiting for the timeout.
 func (p *Provider) waitReady(ctx context.Context, a *api, claim *claimView, spec sandbox.Spec) (*Sandbox, error) {
 	ns, name := claim.Namespace, claim.Name
 	start := time.Now()
