@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbx-sh/sbx/internal/testenv"
 	"github.com/sbx-sh/sbx/sandbox"
 )
 
@@ -364,37 +365,20 @@ func TestMuxDial(t *testing.T) {
 // after the program, are args.
 func procChildren(ppid int, args ...string) []int {
 	var pids []int
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range dirs {
-		stat, err := os.ReadFile(d + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces, not ')'
-		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(f) < 2 || f[1] != fmt.Sprint(ppid) {
-			continue
-		}
-		cl, _ := os.ReadFile(d + "/cmdline")
-		a := strings.Split(strings.TrimSuffix(string(cl), "\x00"), "\x00")
-		if len(a) == len(args)+1 && slices.Equal(a[1:], args) {
-			var pid int
-			fmt.Sscan(filepath.Base(d), &pid)
-			pids = append(pids, pid)
+	for _, p := range testenv.Children(ppid) {
+		if slices.Equal(p.Argv[1:], args) {
+			pids = append(pids, p.Pid)
 		}
 	}
 	return pids
 }
 
-// waitFor polls cond until it holds or 10 s have passed.
+// waitFor waits for cond, 10 s at most, and fails the test with what if it
+// never held.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 10 s: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testenv.WaitFor(10*time.Second, cond) {
+		t.Fatalf("after 10 s: %s", what)
 	}
 }
 
@@ -429,9 +413,8 @@ func TestMuxServesFromASpare(t *testing.T) {
 	next := procChildren(mux[0], "__inpod", "serve")
 	m.Close()
 	waitFor(t, "the spare outlived the mux", func() bool {
-		_, err := os.Stat(fmt.Sprintf("/proc/%d/cmdline", next[0]))
-		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", next[0]))
-		return err != nil || bytes.Contains(b, []byte(") Z "))
+		st := testenv.State(next[0])
+		return st == "" || st == "Z"
 	})
 }
 
@@ -450,8 +433,8 @@ func TestMuxSpareKilledWhileWaiting(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the killed spare did not exit", func() bool {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", spare[0]))
-		return err != nil || bytes.Contains(b, []byte(") Z "))
+		st := testenv.State(spare[0])
+		return st == "" || st == "Z"
 	})
 	var out bytes.Buffer
 	r, err := Exec(context.Background(), m.Run, "helper", &sandbox.Cmd{Argv: []string{"sh", "-c", "echo $PPID"}, Env: env, Stdout: &out})

@@ -9,11 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sbx-sh/sbx/internal/testenv"
 )
 
 // runMeasured runs sbx and returns its result and the peak resident memory
@@ -67,25 +68,9 @@ func TestFd3FloodIsBounded(t *testing.T) {
 // starts with name.
 func children(pid int, name string) []int {
 	var out []int
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range dirs {
-		stat, err := os.ReadFile(d + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(stat)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 2 || f[0] == "Z" || f[1] != strconv.Itoa(pid) {
-			continue
-		}
-		cmdline, _ := os.ReadFile(d + "/cmdline")
-		if strings.HasPrefix(string(cmdline), name+"\x00") {
-			p, _ := strconv.Atoi(filepath.Base(d))
-			out = append(out, p)
+	for _, p := range testenv.Children(pid) {
+		if p.State != "Z" && p.Argv[0] == name {
+			out = append(out, p.Pid)
 		}
 	}
 	return out

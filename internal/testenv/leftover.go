@@ -98,16 +98,7 @@ func EndSandboxes(root string) []string {
 // startTime is field 22 of /proc/PID/stat (clock ticks since boot), 0 when
 // there is no such process (or only its zombie).
 func startTime(pid int) uint64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
+	f := statFields(pid)
 	if len(f) < 20 || f[0] == "Z" {
 		return 0 // gone, or dead and not yet reaped
 	}
