@@ -379,11 +379,13 @@ func (p *Provider) waitReady(ctx context.Context, a *api, claim *claimView, spec
 	// broken watch up again from the last version seen; only a version
 	// the server no longer keeps (410) needs the informer's list.
 	var err error
-	if rv := claim.ResourceVersion; rv != "" && rv != "0" {
+	rv := claim.ResourceVersion
+	fromVersion := rv != "" && rv != "0" // what a RetryWatcher can start from
+	if fromVersion {
 		_, err = watchtools.Until(uctx, rv, lw, event)
 	}
-	if claim.ResourceVersion == "" || claim.ResourceVersion == "0" || (expired.Load() && wctx.Err() == nil) {
-		p.log.Debug("claim watch: listing first", "claim", name, "resourceVersion", claim.ResourceVersion, "expired", expired.Load())
+	if !fromVersion || (expired.Load() && wctx.Err() == nil) {
+		p.log.Debug("claim watch: listing first", "claim", name, "resourceVersion", rv, "expired", expired.Load())
 		_, err = watchtools.UntilWithSync(wctx, lw, objType,
 			func(store cache.Store) (bool, error) {
 				obj, exists, err := store.GetByKey(ns + "/" + name)
