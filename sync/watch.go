@@ -213,10 +213,20 @@ func (w *Watch) renew(root, what string) {
 	w.log(what, "why", w.full)
 	w.Close()
 	n, err := newInotify(root)
-	if err != nil {
-		w.off = err.Error()
-	} else {
+	switch {
+	case err == nil:
 		w.n = n
+	case errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ENOMEM):
+		// Out of inotify instances (fs.inotify.max_user_instances, 128
+		// by default, is per user: other programs of the user's hold
+		// them) or descriptors, for now: this scan is a full one, and
+		// the next tries again.
+		w.full = err.Error()
+		if w.Log != nil {
+			w.Log.Warn("no inotify instance for watching: this scan walks the whole tree; the next one tries again (raise fs.inotify.max_user_instances if it goes on)", "dir", w.root, "err", err)
+		}
+	default:
+		w.off = err.Error()
 	}
 }
 

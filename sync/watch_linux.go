@@ -62,10 +62,13 @@ var maxWatches = 65536
 // tree costs a scan, not a map of every path).
 var maxTouched = 1 << 18
 
+// inotifyInit1 is unix.InotifyInit1 (a test makes it fail).
+var inotifyInit1 = unix.InotifyInit1
+
 func newInotify(root string) (*inotify, error) { return newInotifyMode(root, false) }
 
 func newInotifyMode(root string, strict bool) (*inotify, error) {
-	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	fd, err := inotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return nil, fmt.Errorf("inotify_init1: %w", err)
 	}

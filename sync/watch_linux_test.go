@@ -240,3 +240,45 @@ func TestFullScanNextSeesMmapWrites(t *testing.T) {
 		t.Fatalf("a write through mmap, after a full scan: the host has %q", got)
 	}
 }
+
+// TestWatchAfterNoInotifyInstance: a watch that found no inotify instance
+// free (the user's fs.inotify.max_user_instances reached by other
+// programs: CI's packages at once took all 128) scans in full while none
+// is, and watches again once one is: it used to give watching up for the
+// session.
+func TestWatchAfterNoInotifyInstance(t *testing.T) {
+	defer func(was func(int) (int, error)) { inotifyInit1 = was }(inotifyInit1)
+	fail := true
+	inotifyInit1 = func(flags int) (int, error) {
+		if fail {
+			return -1, unix.EMFILE
+		}
+		return unix.InotifyInit1(flags)
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "a"), []byte("a"), 0o644)
+	w := NewWatch(dir, mustMatcher(DefaultExcludes))
+	defer w.Close()
+	sc := &Scanner{Exclude: mustMatcher(DefaultExcludes)}
+	m := Manifest{}
+	for range 2 {
+		full0 := fullScans.Load()
+		if _, _, err := sc.Update(dir, m, w); err != nil {
+			t.Fatal(err)
+		}
+		if fullScans.Load() == full0 || w.n != nil {
+			t.Fatal("a scan without an inotify instance was not a full one")
+		}
+	}
+	fail = false
+	sc.Update(dir, m, w) // full: it makes the instance
+	if w.n == nil || w.off != "" {
+		t.Fatalf("no watch once an instance was free again (off: %q)", w.off)
+	}
+	os.WriteFile(filepath.Join(dir, "b"), []byte("b"), 0o644)
+	inc0 := incrementalScans.Load()
+	ch, _, err := sc.Update(dir, m, w)
+	if err != nil || incrementalScans.Load() != inc0+1 || len(ch) != 1 || ch[0].Path != "b" {
+		t.Fatalf("after the instance came back: changes %+v, %d incremental scans, err %v", ch, incrementalScans.Load()-inc0, err)
+	}
+}
