@@ -77,6 +77,8 @@ type Host struct {
 	// there (it removed it, or made none since): an empty pull then skips
 	// the unlink.
 	spoolMaybe bool
+	// log is the state's log as this process knows it (statelog.go).
+	log stateLog
 }
 
 // Watch makes the host side keep its manifests current from file-system
@@ -143,11 +145,13 @@ func (h *Host) rollback() {
 	for _, i := range r.fromEmpty {
 		if i < len(h.st.Manifests) {
 			h.st.Manifests[i] = Manifest{}
+			h.replaced(i)
 		}
 	}
 	for i, d := range h.dirs {
 		if i < len(r.undo) && r.undo[i] != nil && i < len(h.st.Manifests) {
 			r.undo[i].Apply(h.st.Manifests[i])
+			h.changing(i, r.undo[i].paths()...)
 		}
 		d.watch.Invalidate("the last round trip did not finish")
 	}
@@ -170,6 +174,9 @@ type hostState struct {
 	// Skipped are, per code dir, the host paths the last scan could not
 	// read (reported once).
 	Skipped []map[string]string
+	// Gen is the base's generation, which the records of its log name
+	// (statelog.go); 0 in a state written before the log.
+	Gen uint64
 }
 
 // Report says what one round trip did.
@@ -353,13 +360,14 @@ func (h *Host) pendingPath() string {
 }
 
 func (h *Host) load() error {
+	sig := h.stateSig()
 	f, err := os.Open(h.statePath())
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	fi, _ := f.Stat()
-	h.sig = fileSig(fi)
+	h.sig = sig
+	h.log = stateLog{}
 	raw, err := readState(f)
 	if err != nil {
 		return err
@@ -375,8 +383,9 @@ func (h *Host) load() error {
 			}
 			return nil
 		}
+		return err
 	}
-	return err
+	return h.loadLog()
 }
 
 // maxStateBytes bounds a state file's size as read: gob's own bound on a
@@ -418,8 +427,8 @@ type legacyHostState struct {
 // full; a prewalk, made beside the state as it was, is dropped (the other
 // process's round trip may have written the tree while it walked).
 func (h *Host) reloadIfChanged() {
-	fi, _ := os.Stat(h.statePath())
-	if fileSig(fi) == h.sig {
+	sig := h.stateSig()
+	if sig == h.sig {
 		return
 	}
 	for _, d := range h.dirs {
@@ -428,7 +437,7 @@ func (h *Host) reloadIfChanged() {
 	h.st = hostState{}
 	if err := h.load(); err != nil || len(h.st.Manifests) != len(h.dirs) {
 		h.st = hostState{Reset: true}
-		h.sig = fileSig(fi)
+		h.sig = sig
 	}
 	for len(h.st.Manifests) < len(h.dirs) {
 		h.st.Manifests = append(h.st.Manifests, Manifest{})
@@ -439,28 +448,18 @@ func (h *Host) reloadIfChanged() {
 	}
 }
 
-func (h *Host) save() error {
-	tmp := h.statePath() + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
+// save writes the state: what changed since the last save as a record of
+// the state's log when this process keeps the manifests as saved (a
+// watching one), else the whole state (statelog.go).
+//
+// durable fsyncs the record: without, a crash of the machine (not of the
+// process: the page cache outlives it) may lose it, and the next process
+// takes the state saved before, as for a round it did not save.
+func (h *Host) save(durable bool) error {
+	if h.appendLog(durable) {
+		return nil
 	}
-	err = gob.NewEncoder(f).Encode(&h.st)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("save sync state: %w", err)
-	}
-	if err := os.Rename(tmp, h.statePath()); err != nil {
-		return err
-	}
-	fi, _ := os.Stat(h.statePath())
-	h.sig = fileSig(fi)
-	return nil
+	return h.saveWhole()
 }
 
 // SyncedDir reports whether dir, an absolute path, is a code dir or a
@@ -588,6 +587,7 @@ func (h *Host) Begin() (*Round, Report, error) {
 		for i, d := range h.dirs {
 			if d.cfg.Path == x.Dir && CheckPath(x.Path) == nil {
 				forget(h.st.Manifests[i], x.Path, true)
+				h.changing(i)
 				if d.watch != nil && d.watch.n != nil {
 					d.watch.n.touch([]string{x.Path})
 				}
@@ -613,6 +613,7 @@ func (h *Host) Begin() (*Round, Report, error) {
 			if err == nil {
 				changes = Diff(h.st.Manifests[i], cur)
 				h.st.Manifests[i] = cur
+				h.replaced(i)
 				for len(r.undo) <= i {
 					r.undo = append(r.undo, nil)
 				}
@@ -625,6 +626,7 @@ func (h *Host) Begin() (*Round, Report, error) {
 			cur = h.st.Manifests[i]
 			var u Undo
 			changes, u, err = sc.Update(d.cfg.Path, cur, d.watch)
+			h.changing(i, u.paths()...)
 			for len(r.undo) <= i {
 				r.undo = append(r.undo, nil)
 			}
@@ -903,6 +905,11 @@ func (r *Round) Finish(reply HelperReply) (Report, error) {
 		return rep, fmt.Errorf("sandbox side of the sync: %s", reply.Error)
 	}
 	// The sandbox now mirrors what was pushed.
+	for i := range r.cur {
+		if i >= len(h.st.Manifests) || !sameMap(r.cur[i], h.st.Manifests[i]) {
+			h.replaced(i)
+		}
+	}
 	h.st.Manifests = r.cur
 	if h.open == r {
 		h.open = nil
@@ -916,24 +923,27 @@ func (r *Round) Finish(reply HelperReply) (Report, error) {
 	wasReset := h.st.Reset
 	h.st.Reset = false
 	if !r.spooled {
-		// Nothing came back. A small push is not saved (a later process
-		// that lost it sends the same changes again, which the sandbox
-		// applies as no-ops), so a change costs its file, not a rewrite of
-		// the whole manifest. A large one is: sending thousands of files
-		// again with every later command (each `sbx exec` is a process of
-		// its own) costs far more than one save; so are hashes that settled.
-		// A watching process (sbx-mcp) keeps settled hashes in memory
-		// (saved with its next save; another process that reads the file
-		// hashes them once more).
-		if r.last || !wasReset && (r.settled == 0 || h.watching()) && rep.Pushed < pushSaveMin {
+		// Nothing came back. A round that pushed something or settled
+		// hashes saves what changed as a record of the state's log
+		// (statelog.go; whole when the log cannot take it), fsynced only
+		// when it is large or the sandbox's first: a record lost with the
+		// machine's crash is a push a later process sends again, which
+		// the sandbox applies as no-ops. It was once not saved at all
+		// below 64 changes (a whole save cost a gob of the manifest), and
+		// a later process that had lost it (sbx exec after the host
+		// daemon ended) did not know that the sandbox had a file the host
+		// then deleted: the file stayed in the sandbox, and came back to
+		// the host with the sandbox's next change to it. The round before
+		// the session's end saves nothing: no later round reads it.
+		if r.last || !wasReset && r.settled == 0 && rep.Pushed == 0 {
 			return rep, nil
 		}
-		return rep, h.save()
+		return rep, h.save(wasReset || rep.Pushed >= pushSaveMin)
 	}
 	if err := os.WriteFile(h.pendingPath(), []byte(strconv.FormatUint(r.Request.Seq, 10)), 0o600); err != nil {
 		return rep, err
 	}
-	if err := h.save(); err != nil {
+	if err := h.save(true); err != nil {
 		return rep, err
 	}
 	if err := h.applySpool(r.Request.Seq, &rep); err != nil {
@@ -1034,6 +1044,7 @@ func (h *Host) applySpool(seq uint64, rep *Report) error {
 		// What the pull-back changes in the manifest without an event
 		// (a path marked unknown, what a removal kept) is seen again.
 		d.watch.Touch(it.Path)
+		h.changing(i)
 		return h.applyOne(i, d, states[i], it, rep)
 	})
 	if roots != nil {
@@ -1053,7 +1064,7 @@ func (h *Host) applySpool(seq uint64, rep *Report) error {
 		return err
 	}
 	h.st.Ack = seq
-	if err := h.save(); err != nil {
+	if err := h.save(true); err != nil {
 		return err
 	}
 	os.Remove(h.pendingPath())

@@ -2,9 +2,11 @@ package sync
 
 import (
 	"fmt"
+	"maps"
 	"math/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -216,8 +218,18 @@ func propertyRun(t *testing.T, seed int, watched bool) {
 	}
 	if watched {
 		p.h.Watch(nil)
-		defer p.h.Close()
+		defer func() { p.h.Close() }()
 	}
+	// Each save's record, taken from the paths the host listed as changed,
+	// is what a whole comparison finds.
+	checkDelta = func(listed, whole []dirDelta) {
+		for i := range whole {
+			if !sameDelta(listed[i], whole[i]) {
+				t.Errorf("the state's record of code dir %d lists puts %v deletions %v, a whole comparison %v %v", i, slices.Sorted(maps.Keys(listed[i].Put)), listed[i].Del, slices.Sorted(maps.Keys(whole[i].Put)), whole[i].Del)
+			}
+		}
+	}
+	defer func() { checkDelta = nil }()
 	for i := 0; i < 25; i++ {
 		if watched {
 			if what := inject(rng, p.h.dirs[0].watch); what != "" {
@@ -292,9 +304,16 @@ func propertyRun(t *testing.T, seed int, watched bool) {
 				t.Logf("round %d: rejected %d %v", i, n, err)
 			}
 		}
+		sig := p.h.sig
 		rep = p.sync(nil)
 		t.Logf("round %d: quiet %+v", i, rep)
 		p.same()
+		if p.h.sig != sig {
+			// Saved (most often as a record of the state's log): a new
+			// process loads the state as this one has it.
+			st := loaded(t, p.hstate+"-host", []HostDir{{Path: p.host}})
+			sameState(t, fmt.Sprintf("round %d: the host's state as loaded", i), st, copyState(p.h.st))
+		}
 		if watched {
 			checkCurrent(t, "host", p.host, p.h.st.Manifests[0])
 			live.Lock()
@@ -309,6 +328,16 @@ func propertyRun(t *testing.T, seed int, watched bool) {
 			dump(t, p)
 			t.FailNow()
 		}
+		if rng.Intn(5) == 0 {
+			// The host's process ends; a new one goes on from the state
+			// (the CLI's host daemon ended, or each sbx exec).
+			t.Logf("round %d: a new host process", i)
+			p.h.Close()
+			p.open()
+			if watched {
+				p.h.Watch(nil)
+			}
+		}
 	}
 }
 
@@ -321,4 +350,26 @@ func dump(t *testing.T, p *pair) {
 		sort.Strings(lines)
 		t.Logf("%s:\n%s", side, strings.Join(lines, "\n"))
 	}
+}
+
+// sameDelta compares two records' changes of a code dir as sets.
+func sameDelta(a, b dirDelta) bool {
+	if len(a.Put) != len(b.Put) || len(a.Del) != len(b.Del) {
+		return false
+	}
+	for p, e := range a.Put {
+		if o, ok := b.Put[p]; !ok || o != e {
+			return false
+		}
+	}
+	dels := map[string]bool{}
+	for _, p := range a.Del {
+		dels[p] = true
+	}
+	for _, p := range b.Del {
+		if !dels[p] {
+			return false
+		}
+	}
+	return true
 }
