@@ -26,7 +26,8 @@ func TestWatchedEmptyCodeDirNotRescanned(t *testing.T) {
 		p.sync(nil)
 	}
 	if full, inc := fullScans.Load()-full0, incrementalScans.Load()-inc0; full != 0 || inc == 0 {
-		t.Fatalf("5 no-change round trips of an empty code dir: %d full scans (want none), %d from events", full, inc)
+		w := p.h.dirs[0].watch
+		t.Fatalf("5 no-change round trips of an empty code dir: %d full scans (want none), %d from events (the host's watch: off %q, next full %q, inotify instance %v)", full, inc, w.off, w.full, w.n != nil)
 	}
 	put(t, filepath.Join(p.host, "new.txt"), "x")
 	if rep := p.sync(nil); rep.Pushed != 1 || read(t, filepath.Join(p.sandbox, "new.txt")) != "x" {

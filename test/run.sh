@@ -17,17 +17,20 @@ export SBX_NODE_PREFIX="${SBX_NODE_PREFIX:-/var/tmp/sbx-node}"
 echo "test: Node.js MCP clients"
 bash test/mcp/install-node-deps.sh "$SBX_NODE_PREFIX"
 
-# go test runs packages at once, and each holds inotify instances (each
-# local sandbox's init and session, each test's watching host and helper):
-# the kernel's default of 128 per user was seen used up in CI, where a test
-# that counts the scans made from events then saw only full ones. As root,
-# the limit is raised to 1024 for the run (the setting is per user: root).
-min_instances=1024
-inst=/proc/sys/fs/inotify/max_user_instances
-if [ "$(id -u)" = 0 ] && [ -w "$inst" ] && [ "$(cat "$inst")" -lt "$min_instances" ]; then
-	echo "test: fs.inotify.max_user_instances $(cat "$inst") -> $min_instances"
-	echo "$min_instances" > "$inst"
-fi
+# go test runs packages at once, and each holds inotify instances and
+# watches (each local sandbox's init and session, each test's watching host
+# and helper, up to 65,536 directories a tree): a CI run once had a test that
+# counts the scans made from events see only full ones, as when the kernel's
+# per-user limits (128 instances by default) are used up. As root, the run
+# raises them (they are per user: root's) where they are lower.
+raise_limit() { # file minimum
+	if [ "$(id -u)" = 0 ] && [ -w "$1" ] && [ "$(cat "$1")" -lt "$2" ]; then
+		echo "test: ${1#/proc/sys/} $(cat "$1") -> $2"
+		echo "$2" >"$1"
+	fi
+}
+raise_limit /proc/sys/fs/inotify/max_user_instances 1024
+raise_limit /proc/sys/fs/inotify/max_user_watches 524288
 
 echo "test: go test ./..."
 go test ./...
