@@ -586,8 +586,7 @@ func (h *Host) Begin() (*Round, Report, error) {
 	for _, x := range held.Rejected {
 		for i, d := range h.dirs {
 			if d.cfg.Path == x.Dir && CheckPath(x.Path) == nil {
-				forget(h.st.Manifests[i], x.Path, true)
-				h.changing(i)
+				h.forgetIn(i, x.Path, true)
 				if d.watch != nil && d.watch.n != nil {
 					d.watch.n.touch([]string{x.Path})
 				}
@@ -1044,7 +1043,6 @@ func (h *Host) applySpool(seq uint64, rep *Report) error {
 		// What the pull-back changes in the manifest without an event
 		// (a path marked unknown, what a removal kept) is seen again.
 		d.watch.Touch(it.Path)
-		h.changing(i)
 		return h.applyOne(i, d, states[i], it, rep)
 	})
 	if roots != nil {
@@ -1122,6 +1120,31 @@ func (st *applyState) redirected(p string) (string, bool) {
 
 // unknown marks a path's synced state unknown, with everything below it:
 // the next push sends the host's version of all of it.
+// forgetIn is forget on code dir i's manifest, each path it changes noted
+// for the state's log.
+func (h *Host) forgetIn(i int, p string, unknown bool) {
+	m := h.st.Manifests[i]
+	gone := []string{p}
+	for q := range m {
+		if q != p && strings.HasPrefix(q, p+"/") {
+			gone = append(gone, q)
+		}
+	}
+	h.changing(i, gone...)
+	for _, q := range gone {
+		delete(m, q)
+	}
+	if unknown {
+		m[p] = Entry{Mode: fs.ModeIrregular}
+	}
+}
+
+// put sets p in code dir i's manifest, noted for the state's log.
+func (h *Host) put(i int, p string, e Entry) {
+	h.changing(i, p)
+	h.st.Manifests[i][p] = e
+}
+
 func forget(m Manifest, p string, unknown bool) {
 	for q := range m {
 		if q == p || strings.HasPrefix(q, p+"/") {
@@ -1215,7 +1238,7 @@ func (h *Host) applyOne(i int, d *hostDir, st *applyState, it *Item, rep *Report
 		case anc == "":
 		case it.Deleted:
 			// Already gone on the host with its parent.
-			forget(m, it.Path, false)
+			h.forgetIn(i, it.Path, false)
 			return nil
 		case ancExists:
 			// The host made a directory of the sandbox's something else:
@@ -1225,7 +1248,7 @@ func (h *Host) applyOne(i int, d *hostDir, st *applyState, it *Item, rep *Report
 				return err
 			}
 			st.redirect[anc] = to
-			m[anc] = Entry{Mode: fs.ModeIrregular}
+			h.put(i, anc, Entry{Mode: fs.ModeIrregular})
 			rep.Conflicts = append(rep.Conflicts, filepath.Join(d.cfg.Path, to))
 			rep.HostKept = append(rep.HostKept, fmt.Sprintf("%s: a directory in the sandbox, something else on the host now; the host's stays, the sandbox's changes in it are in %s", filepath.Join(d.cfg.Path, anc), filepath.Join(d.cfg.Path, to)))
 			return h.applyOne(i, d, st, it, rep)
@@ -1266,7 +1289,7 @@ func (h *Host) applyOne(i int, d *hostDir, st *applyState, it *Item, rep *Report
 		}
 		if same {
 			// Already there (a redone pull, or the same edit on both sides).
-			m[it.Path] = withHash(dr, name, now)
+			h.put(i, it.Path, withHash(dr, name, now))
 			return nil
 		}
 	}
@@ -1275,7 +1298,7 @@ func (h *Host) applyOne(i int, d *hostDir, st *applyState, it *Item, rep *Report
 	j := h.Journal
 	switch {
 	case it.Deleted && !exists:
-		forget(m, it.Path, false)
+		h.forgetIn(i, it.Path, false)
 		return nil
 	case it.Deleted && now.Mode.IsDir():
 		removed, kept, err := removeTree(roots, d.cfg.Path, it.Path, m, j)
@@ -1283,7 +1306,7 @@ func (h *Host) applyOne(i int, d *hostDir, st *applyState, it *Item, rep *Report
 			return err
 		}
 		rep.Journaled += len(removed)
-		forget(m, it.Path, false)
+		h.forgetIn(i, it.Path, false)
 		if len(kept) > 0 {
 			rep.HostKept = append(rep.HostKept, fmt.Sprintf("%s: removed in the sandbox, but the host changed or added %s in it meanwhile; those stay", full, plural(len(kept), "path")))
 			return nil
@@ -1291,7 +1314,7 @@ func (h *Host) applyOne(i int, d *hostDir, st *applyState, it *Item, rep *Report
 		rep.Applied++
 		return nil
 	case it.Deleted && hostChanged:
-		forget(m, it.Path, true)
+		h.forgetIn(i, it.Path, true)
 		rep.HostKept = append(rep.HostKept, fmt.Sprintf("%s: removed in the sandbox, but changed on the host meanwhile; the host's version stays", full))
 		return nil
 	case it.Deleted:
@@ -1304,7 +1327,7 @@ func (h *Host) applyOne(i int, d *hostDir, st *applyState, it *Item, rep *Report
 		if now.Mode.IsRegular() {
 			rep.Journaled++
 		}
-		forget(m, it.Path, false)
+		h.forgetIn(i, it.Path, false)
 		rep.Applied++
 		return nil
 	case it.Entry.Mode.IsDir() && exists && !now.Mode.IsDir() && hostChanged:
@@ -1316,7 +1339,7 @@ func (h *Host) applyOne(i int, d *hostDir, st *applyState, it *Item, rep *Report
 		}
 		rel := path.Join(path.Dir(it.Path), to)
 		st.redirect[it.Path] = rel
-		forget(m, it.Path, true)
+		h.forgetIn(i, it.Path, true)
 		rep.Conflicts = append(rep.Conflicts, filepath.Join(d.cfg.Path, rel))
 		return nil
 	case !it.Entry.Mode.IsDir() && exists && now.Mode.IsDir():
@@ -1333,12 +1356,12 @@ func (h *Host) applyOne(i int, d *hostDir, st *applyState, it *Item, rep *Report
 			if _, err := writeItem(dr, it, aside); err != nil {
 				return err
 			}
-			forget(m, it.Path, true)
+			h.forgetIn(i, it.Path, true)
 			rep.Conflicts = append(rep.Conflicts, filepath.Join(d.cfg.Path, path.Dir(it.Path), path.Base(aside)))
 			rep.HostKept = append(rep.HostKept, fmt.Sprintf("%s: a directory the sandbox replaced, but the host changed or added %s in it meanwhile; the directory stays", full, plural(len(kept), "path")))
 			return nil
 		}
-		forget(m, it.Path, false)
+		h.forgetIn(i, it.Path, false)
 		dr, name = roots.split(it.Path)
 		exists = false
 	case hostChanged && !it.Entry.Mode.IsDir():
@@ -1350,7 +1373,7 @@ func (h *Host) applyOne(i int, d *hostDir, st *applyState, it *Item, rep *Report
 		if _, err := writeItem(dr, it, aside); err != nil {
 			return err
 		}
-		forget(m, it.Path, true)
+		h.forgetIn(i, it.Path, true)
 		rep.Conflicts = append(rep.Conflicts, filepath.Join(d.cfg.Path, path.Dir(it.Path), path.Base(aside)))
 		return nil
 	}
@@ -1373,7 +1396,7 @@ func (h *Host) applyOne(i int, d *hostDir, st *applyState, it *Item, rep *Report
 		j.created(d.cfg.Path, it.Path, e)
 	}
 	rep.Applied++
-	m[it.Path] = e
+	h.put(i, it.Path, e)
 	return nil
 }
 
