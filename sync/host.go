@@ -543,7 +543,22 @@ type Round struct {
 	// placedList is, per placed code dir, what Place wrote (the entries a
 	// scan of the workspace would record), sent after its empty patch.
 	placedList []Manifest
+	// scanned is, per code dir scanned anew (a process that does not
+	// watch), the manifest the scan was compared with and the paths where
+	// the new one may differ from it (Scanner.Changed).
+	scanned []scanned
 }
+
+// scanned is a code dir's scan as Round.scanned keeps it.
+type scanned struct {
+	from  Manifest
+	paths []string
+	ok    bool
+}
+
+// checkScanDiff, when set (by tests), is given each push's changes taken
+// over the paths a scan listed, and Diff's of the whole manifests.
+var checkScanDiff func(over, whole []Change)
 
 // Seen lists the host paths the sandbox's pull named (at most maxSeen), as
 // far as it was read: what is lost if it cannot be applied.
@@ -632,13 +647,25 @@ func (h *Host) Begin() (*Round, Report, error) {
 			r.undo[i] = u
 			h.open = r
 		} else {
+			// A new manifest, compared with the old over the paths the
+			// scan lists as changed (for the push, and for the state's
+			// log at the save: Finish).
+			sc.Track = true
+			prev := h.st.Manifests[i]
 			if w := d.takePrewalk(); w != nil {
-				cur, err = sc.finish(w, h.st.Manifests[i])
+				cur, err = sc.finish(w, prev)
 			} else {
-				cur, err = sc.Scan(d.cfg.Path, h.st.Manifests[i])
+				cur, err = sc.Scan(d.cfg.Path, prev)
 			}
 			if err == nil {
-				changes = Diff(h.st.Manifests[i], cur)
+				changes = DiffOver(prev, cur, sc.Changed)
+				if checkScanDiff != nil {
+					checkScanDiff(changes, Diff(prev, cur))
+				}
+				for len(r.scanned) <= i {
+					r.scanned = append(r.scanned, scanned{})
+				}
+				r.scanned[i] = scanned{from: prev, paths: sc.Changed, ok: true}
 			}
 		}
 		if err != nil {
@@ -905,7 +932,12 @@ func (r *Round) Finish(reply HelperReply) (Report, error) {
 	}
 	// The sandbox now mirrors what was pushed.
 	for i := range r.cur {
-		if i >= len(h.st.Manifests) || !sameMap(r.cur[i], h.st.Manifests[i]) {
+		if i < len(h.st.Manifests) && sameMap(r.cur[i], h.st.Manifests[i]) {
+			continue // changed in place: each change said so
+		}
+		if i < len(r.scanned) && r.scanned[i].ok && i < len(h.st.Manifests) && sameMap(r.scanned[i].from, h.st.Manifests[i]) {
+			h.rescanned(i, r.scanned[i].paths)
+		} else {
 			h.replaced(i)
 		}
 	}

@@ -88,6 +88,14 @@ type Scanner struct {
 	// with the reason. What the last sync knew below a directory it cannot
 	// open is kept as it was (not taken for deleted).
 	Skipped []Skip
+	// Track asks Scan to list, in Changed, every path whose entry may differ
+	// from the last sync's manifest it was given (a superset: the files it
+	// hashed are listed whether or not their entries changed), and the
+	// paths that manifest has and the scan did not find: what a caller
+	// compares instead of both manifests whole (DiffOver; the host's state
+	// log), 30-40 ms at 100k entries.
+	Track   bool
+	Changed []string
 
 	// watch, when set, is armed as the walk goes (Update): each directory
 	// is watched before it is read. watchErr is the first watch that
@@ -149,20 +157,48 @@ func (s *Scanner) finish(w *walker, prev Manifest) (Manifest, error) {
 	sort.Slice(w.skipped, func(a, b int) bool { return w.skipped[a].Path < w.skipped[b].Path })
 	s.Skipped = w.skipped
 	racy := racyFor(w.root, w.start)
-	var toHash []string
+	var toHash, changed []string
+	matched := 0
 	for p, e := range w.out {
+		var o Entry
+		had := false
+		if s.Track {
+			if o, had = prev[p]; had {
+				matched++
+			}
+		}
 		if !e.Mode.IsRegular() {
+			if s.Track && (!had || o != e) {
+				changed = append(changed, p)
+			}
 			continue
 		}
-		if e2, need := hashDecision(p, e, prev, racy); need {
+		e2, need := hashDecision(p, e, prev, racy)
+		if need {
 			toHash = append(toHash, p)
-		} else if e2 != e {
+			if s.Track {
+				changed = append(changed, p)
+			}
+			continue
+		}
+		if e2 != e {
 			w.out[p] = e2
+		}
+		if s.Track && (!had || o != e2) {
+			changed = append(changed, p)
 		}
 	}
 	if err := hashAll(w.root, w.out, prev, toHash, racy, w.workers); err != nil {
 		return nil, err
 	}
+	if s.Track && matched < len(prev) {
+		for p := range prev {
+			if _, ok := w.out[p]; !ok {
+				changed = append(changed, p)
+			}
+		}
+	}
+	s.Changed = changed
 	s.Settled = 0
 	for _, p := range toHash {
 		if e, ok := w.out[p]; ok && e.Verified {
@@ -425,6 +461,29 @@ func Diff(old, cur Manifest) []Change {
 			}
 		}
 	}
+	return diffOf(puts, dels, cur)
+}
+
+// DiffOver is Diff of old and cur where only the paths listed can differ
+// (Scanner.Changed): what the others hold is the same on both sides.
+func DiffOver(old, cur Manifest, paths []string) []Change {
+	var puts, dels []Change
+	for _, p := range paths {
+		e, ok := cur[p]
+		o, had := old[p]
+		switch {
+		case ok && (!had || !o.Same(e)):
+			puts = append(puts, Change{Path: p, Entry: e})
+		case !ok && had:
+			dels = append(dels, Change{Path: p, Deleted: true, Entry: o})
+		}
+	}
+	return diffOf(puts, dels, cur)
+}
+
+// diffOf orders Diff's puts and deletions, and drops the deletions that
+// another one (or a put of a file where a directory was) implies.
+func diffOf(puts, dels []Change, cur Manifest) []Change {
 	slices.SortFunc(puts, func(a, b Change) int { return strings.Compare(a.Path, b.Path) })
 	slices.SortFunc(dels, func(a, b Change) int { return strings.Compare(b.Path, a.Path) })
 	gone := map[string]bool{}

@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -230,6 +231,14 @@ func propertyRun(t *testing.T, seed int, watched bool) {
 		}
 	}
 	defer func() { checkDelta = nil }()
+	// Each push of a scan made anew (the unwatched host), taken over the
+	// paths the scan listed as changed, is Diff's of the whole manifests.
+	checkScanDiff = func(over, whole []Change) {
+		if !reflect.DeepEqual(over, whole) && len(over)+len(whole) > 0 {
+			t.Errorf("the push over the scan's changed paths is %+v, Diff's %+v", over, whole)
+		}
+	}
+	defer func() { checkScanDiff = nil }()
 	for i := 0; i < 25; i++ {
 		if watched {
 			if what := inject(rng, p.h.dirs[0].watch); what != "" {

@@ -128,6 +128,28 @@ func (h *Host) replaced(i int) {
 	l.all[i] = true
 }
 
+// rescanned notes that code dir i's manifest was replaced by a scan of it
+// compared with the one it replaces, which differs from it only at paths
+// (Scanner.Changed). Where the copy a save compares with is that replaced
+// map (a process that does not watch, which keeps the manifests it loaded
+// or saved as its copy), only those paths are compared; else the whole.
+func (h *Host) rescanned(i int, paths []string) {
+	l := &h.log
+	if l.saved == nil || i >= len(l.saved) || !sameMap(l.saved[i], h.st.Manifests[i]) || i < len(l.all) && l.all[i] {
+		h.replaced(i)
+		return
+	}
+	for len(l.dirty) <= i {
+		l.dirty = append(l.dirty, nil)
+	}
+	if l.dirty[i] == nil {
+		l.dirty[i] = map[string]bool{}
+	}
+	for _, p := range paths {
+		l.dirty[i][p] = true
+	}
+}
+
 // sameMap reports whether a and b are one map.
 func sameMap(a, b Manifest) bool {
 	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
