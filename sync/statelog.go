@@ -71,6 +71,16 @@ type dirDelta struct {
 	Del []string
 }
 
+// apply makes the change in m.
+func (dd dirDelta) apply(m Manifest) {
+	for _, p := range dd.Del {
+		delete(m, p)
+	}
+	for p, e := range dd.Put {
+		m[p] = e
+	}
+}
+
 // stateLog is what a process knows of the log it appends to.
 type stateLog struct {
 	gen   uint64     // the generation of the base as this process last read or wrote it
@@ -101,32 +111,15 @@ func (h *Host) changing(i int, paths ...string) {
 		return
 	}
 	if paths == nil {
-		for len(l.all) <= i {
-			l.all = append(l.all, false)
-		}
-		l.all[i] = true
+		l.whole(i)
 		return
 	}
-	for len(l.dirty) <= i {
-		l.dirty = append(l.dirty, nil)
-	}
-	if l.dirty[i] == nil {
-		l.dirty[i] = map[string]bool{}
-	}
-	for _, p := range paths {
-		l.dirty[i][p] = true
-	}
+	l.list(i, paths)
 }
 
 // replaced notes that code dir i's manifest was replaced by another map:
 // it is compared whole at the next save.
-func (h *Host) replaced(i int) {
-	l := &h.log
-	for len(l.all) <= i {
-		l.all = append(l.all, false)
-	}
-	l.all[i] = true
-}
+func (h *Host) replaced(i int) { h.log.whole(i) }
 
 // rescanned notes that code dir i's manifest was replaced by a scan of it
 // compared with the one it replaces, which differs from it only at paths
@@ -136,9 +129,22 @@ func (h *Host) replaced(i int) {
 func (h *Host) rescanned(i int, paths []string) {
 	l := &h.log
 	if l.saved == nil || i >= len(l.saved) || !sameMap(l.saved[i], h.st.Manifests[i]) || i < len(l.all) && l.all[i] {
-		h.replaced(i)
+		l.whole(i)
 		return
 	}
+	l.list(i, paths)
+}
+
+// whole marks code dir i's manifest for a whole comparison at the save.
+func (l *stateLog) whole(i int) {
+	for len(l.all) <= i {
+		l.all = append(l.all, false)
+	}
+	l.all[i] = true
+}
+
+// list adds paths to those of code dir i compared at the save.
+func (l *stateLog) list(i int, paths []string) {
 	for len(l.dirty) <= i {
 		l.dirty = append(l.dirty, nil)
 	}
@@ -207,13 +213,7 @@ func readLog(file string, gen uint64, st *hostState) (int64, error) {
 		}
 		st.Seq, st.Ack, st.Reset, st.Skipped = d.Seq, d.Ack, d.Reset, d.Skipped
 		for i, dd := range d.Dirs {
-			m := st.Manifests[i]
-			for _, p := range dd.Del {
-				delete(m, p)
-			}
-			for p, e := range dd.Put {
-				m[p] = e
-			}
+			dd.apply(st.Manifests[i])
 		}
 	}
 	return off, nil
@@ -324,13 +324,7 @@ func (h *Host) appendLog(durable bool) bool {
 	}
 	l.size += int64(len(rec))
 	for i, dd := range d.Dirs {
-		s := l.saved[i]
-		for _, p := range dd.Del {
-			delete(s, p)
-		}
-		for p, e := range dd.Put {
-			s[p] = e
-		}
+		dd.apply(l.saved[i])
 	}
 	l.dirty, l.all = nil, nil
 	h.sig = h.stateSig()

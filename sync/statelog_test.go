@@ -236,16 +236,24 @@ func TestStateLogTornRecord(t *testing.T) {
 	}
 }
 
+// twoSaves changes h's state and saves it twice: whole, then a record.
+func twoSaves(t *testing.T, rng *rand.Rand, h *Host) {
+	t.Helper()
+	for range 2 {
+		mutate(rng, h)
+		if err := h.save(true); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestStateLogOtherWriter: a process whose log another process appended to
 // (or replaced) since its own last save does not append after that: it
 // writes the state whole, so a load never mixes two processes' records.
 func TestStateLogOtherWriter(t *testing.T) {
 	rng := rand.New(rand.NewSource(2))
 	h, state, dirs := logHost(t)
-	mutate(rng, h)
-	h.save(true)
-	mutate(rng, h)
-	h.save(true)
+	twoSaves(t, rng, h)
 	// Another process loads and appends.
 	h2, err := OpenHost(state, dirs)
 	if err != nil {
@@ -275,10 +283,7 @@ func TestStateLogOtherWriter(t *testing.T) {
 func TestStateLogOldGenerationSkipped(t *testing.T) {
 	rng := rand.New(rand.NewSource(3))
 	h, state, dirs := logHost(t)
-	mutate(rng, h)
-	h.save(true)
-	mutate(rng, h)
-	h.save(true)
+	twoSaves(t, rng, h)
 	old, err := os.ReadFile(h.logPath())
 	if err != nil || len(old) == 0 {
 		t.Fatalf("no log: %v", err)
