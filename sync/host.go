@@ -449,8 +449,8 @@ func (h *Host) reloadIfChanged() {
 }
 
 // save writes the state: what changed since the last save as a record of
-// the state's log when this process keeps the manifests as saved (a
-// watching one), else the whole state (statelog.go).
+// the state's log when this process has the copy of the manifests as last
+// saved to compare with, else the whole state (statelog.go).
 //
 // durable fsyncs the record: without, a crash of the machine (not of the
 // process: the page cache outlives it) may lose it, and the next process
