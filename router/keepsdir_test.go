@@ -3,6 +3,8 @@ package router
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -108,8 +110,10 @@ func FuzzKeepsDir(f *testing.F) {
 }
 
 // dirOracle runs bash -c CMD in start, a scratch directory, and reports
-// where the shell ended (an EXIT trap read through BASH_ENV writes pwd -P
-// to fd 3); ok is false when bash wrote no report (killed, timed out).
+// where the shell ended (an EXIT trap read through BASH_ENV writes a random
+// mark and pwd -P to fd 3: the command may write to fd 3 too, as "2>&3 0"
+// did, whose "command not found" the oracle once took for the directory);
+// ok is false when bash wrote no report (killed, timed out, fd 3 closed).
 type dirOracle struct {
 	start string
 	run   func(t testing.TB, cmd string) (end string, ok bool)
@@ -138,7 +142,11 @@ func newDirOracle(tb testing.TB) *dirOracle {
 		tb.Fatal(err)
 	}
 	os.Chmod(start, 0o777)
-	if err := os.WriteFile(trapFile, []byte("unset BASH_ENV\ntrap 'pwd -P >&3 2>/dev/null' EXIT\n"), 0o644); err != nil {
+	var nonce [16]byte
+	rand.Read(nonce[:])
+	mark := fmt.Sprintf("sbx-oracle-%x:", nonce) // letters, digits, a colon: no quoting
+	trap := fmt.Sprintf("unset BASH_ENV\ntrap 'printf %%s %s >&3 2>/dev/null; pwd -P >&3 2>/dev/null' EXIT\n", mark)
+	if err := os.WriteFile(trapFile, []byte(trap), 0o644); err != nil {
 		tb.Fatal(err)
 	}
 	o := &dirOracle{start: start}
@@ -179,7 +187,13 @@ func newDirOracle(tb testing.TB) *dirOracle {
 		case <-ctx.Done():
 		}
 		r.Close()
-		end := strings.TrimSuffix(out.String(), "\n")
+		// The report after the last mark; what the command wrote to fd 3
+		// before it is not the shell's directory.
+		i := strings.LastIndex(out.String(), mark)
+		if i < 0 {
+			return "", false
+		}
+		end := strings.TrimSuffix(out.String()[i+len(mark):], "\n")
 		return end, end != ""
 	}
 	return o
