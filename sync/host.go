@@ -385,7 +385,7 @@ func (h *Host) load() error {
 		}
 		return err
 	}
-	return h.loadLog()
+	return h.loadLog(int64(len(raw)))
 }
 
 // maxStateBytes bounds a state file's size as read: gob's own bound on a

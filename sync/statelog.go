@@ -386,16 +386,13 @@ func (h *Host) saveWhole() error {
 	return nil
 }
 
-// loadLog follows load's read of the base: the log's records of its
-// generation are applied, and the log's size noted. The manifests loaded
+// loadLog follows load's read of the base (base bytes, as read): the log's
+// records of its generation are applied, and the log's size noted. The manifests loaded
 // are the copy the next save compares with until something changes them
 // in place (a process that does not watch replaces them with its scans;
 // Watch and the places that change them in place drop the copy).
-func (h *Host) loadLog() error {
-	h.log = stateLog{gen: h.st.Gen}
-	if fi, err := os.Stat(h.statePath()); err == nil {
-		h.log.base = fi.Size()
-	}
+func (h *Host) loadLog(base int64) error {
+	h.log = stateLog{gen: h.st.Gen, base: base}
 	if h.st.Gen == 0 {
 		return nil
 	}
