@@ -32,6 +32,11 @@ type applyJob struct {
 	buf  *bytes.Buffer
 	e    Entry
 	err  error
+	// dirfd, when not -1, is name's directory open (dirRoots.fd): the
+	// write takes writeSmallAt, told whether something was at name
+	// (exists), and writeItem only when that cannot do it.
+	dirfd  int
+	exists bool
 }
 
 // parApply is one push's workers. Its zero value is not usable: newParApply.
@@ -71,7 +76,13 @@ func (p *parApply) start() {
 		go func() {
 			defer p.workers.Done()
 			for j := range p.jobs {
-				j.e, j.err = writeItem(j.r, &j.it, j.name, true)
+				handled := false
+				if j.dirfd >= 0 {
+					j.e, j.err, handled = writeSmallAt(j.dirfd, j.name, &j.it, j.buf.Bytes(), j.exists)
+				}
+				if !handled {
+					j.e, j.err = writeItem(j.r, &j.it, j.name, true)
+				}
 				if j.err != nil {
 					p.failed.Store(true)
 				}
@@ -90,6 +101,12 @@ func (p *parApply) start() {
 // file too large to hold, writes it here; it reports whether the write
 // was handed on (its result then comes from wait).
 func (p *parApply) submit(r *os.Root, name string, it *Item) (handed bool, e Entry, err error) {
+	return p.submitAt(r, -1, name, it, false)
+}
+
+// submitAt is submit with name's directory open at dirfd (-1: not), and
+// what the caller's lstat found at name (exists): see applyJob.
+func (p *parApply) submitAt(r *os.Root, dirfd int, name string, it *Item, exists bool) (handed bool, e Entry, err error) {
 	if it.Deleted || !it.Entry.Mode.IsRegular() || it.Entry.Size > applyParMaxFile || it.Body == nil {
 		e, err = writeItem(r, it, name, true)
 		return false, e, err
@@ -108,7 +125,7 @@ func (p *parApply) submit(r *os.Root, name string, it *Item) (handed bool, e Ent
 		applyBufs.Put(buf)
 		return false, e, err
 	}
-	j := &applyJob{r: r, name: name, it: *it, buf: buf}
+	j := &applyJob{r: r, name: name, it: *it, buf: buf, dirfd: dirfd, exists: exists}
 	j.it.Body = bytes.NewReader(buf.Bytes())
 	p.start()
 	p.inflight[it.Path] = true

@@ -519,7 +519,11 @@ func (h *Helper) Apply(push io.Reader) error {
 				if err != nil {
 					return fmt.Errorf("apply %s: %w", it.Path, err)
 				}
-				handed, e, err := par.submit(sub, path.Base(it.Path), it)
+				dirfd := -1
+				if parFile(it) {
+					dirfd = dirs.fd(path.Dir(it.Path))
+				}
+				handed, e, err := par.submitAt(sub, dirfd, path.Base(it.Path), it, false)
 				if err != nil {
 					return fmt.Errorf("apply %s: %w", it.Path, err)
 				}
@@ -596,16 +600,23 @@ func (h *Helper) Apply(push io.Reader) error {
 				}
 				cur, ok, err = lstatEntry(wr, name, false)
 			}
+			// What is at the name now, for writeSmallAt: known only
+			// when the lstat worked and found no directory.
+			exists, dirfd := ok, -1
+			if err == nil && !(ok && cur.Mode.IsDir()) && !strings.Contains(name, "/") && parFile(it) {
+				dirfd = dirs.fd(path.Dir(it.Path))
+			}
 			if err == nil && ok && !cur.Mode.IsDir() {
 				base, had := m[it.Path]
 				if !had || !sameIgnoringHash(base, cur) {
 					aside := conflictName(wr, name)
 					if err := wr.Rename(name, aside); err == nil {
 						h.reply.Conflicts = append(h.reply.Conflicts, filepath.Join(hd.d.Path, path.Dir(it.Path), path.Base(aside)))
+						exists = false
 					}
 				}
 			}
-			handed, e, err := par.submit(wr, name, it)
+			handed, e, err := par.submitAt(wr, dirfd, name, it, exists)
 			if err != nil {
 				return fmt.Errorf("apply %s: %w", it.Path, err)
 			}
@@ -725,6 +736,9 @@ func (hd *helperDir) applyPlaced(push io.Reader) error {
 type dirRoots struct {
 	base *os.Root
 	m    map[string]*os.Root
+	// fds holds, per directory, the directory itself opened through its
+	// root, for writeSmallAt (fd).
+	fds map[string]*os.File
 	// verify checks, on each split, that the cached directory is still the
 	// one at its path (the host's tree can change under a pull).
 	verify bool
@@ -761,6 +775,37 @@ func (d *dirRoots) invalidate(p string) {
 			delete(d.m, k)
 		}
 	}
+	for k, f := range d.fds {
+		if k == p || strings.HasPrefix(k, p+"/") {
+			f.Close()
+			delete(d.fds, k)
+		}
+	}
+}
+
+// fd returns a descriptor of the directory dir (opened through its root,
+// so it is the directory the root holds, never something a link leads
+// to), or -1 when it cannot be opened. It stays open until dir is
+// invalidated or the roots closed: Apply does either only after its
+// workers, which write through these descriptors, are done (settle),
+// so that no write lands on a descriptor closed, or reused, meanwhile.
+func (d *dirRoots) fd(dir string) int {
+	if f, ok := d.fds[dir]; ok {
+		return int(f.Fd())
+	}
+	r, err := d.get(dir)
+	if err != nil {
+		return -1
+	}
+	f, err := r.Open(".")
+	if err != nil {
+		return -1
+	}
+	if d.fds == nil {
+		d.fds = map[string]*os.File{}
+	}
+	d.fds[dir] = f
+	return int(f.Fd())
 }
 
 func (d *dirRoots) get(dir string) (*os.Root, error) {
@@ -785,6 +830,9 @@ func (d *dirRoots) get(dir string) (*os.Root, error) {
 func (d *dirRoots) close() {
 	for _, r := range d.m {
 		r.Close()
+	}
+	for _, f := range d.fds {
+		f.Close()
 	}
 }
 
