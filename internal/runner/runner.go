@@ -19,6 +19,7 @@
 package runner
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,6 +27,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	gosync "sync"
 	"syscall"
 	"time"
 
@@ -362,16 +364,31 @@ func applySync(c *Cmd) (*sbxsync.Helper, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := helper.Apply(c.Push); err != nil {
+	push := c.Push
+	if f, ok := push.(*os.File); ok && c.PushEnds {
+		// A stream of its own (a pipe), read whole here: through a
+		// buffer, or each tar header and each small file would be a read
+		// of its own (ten system calls a file in a push of 1,000). On a
+		// stream the command's stdin follows, nothing past the patches may
+		// be read, so none there.
+		br := pushReaders.Get().(*bufio.Reader)
+		br.Reset(f)
+		defer func() { br.Reset(nil); pushReaders.Put(br) }()
+		push = br
+	}
+	if err := helper.Apply(push); err != nil {
 		return nil, err
 	}
 	if c.PushEnds {
-		if err := sbxsync.ExpectEnd(c.Push); err != nil {
+		if err := sbxsync.ExpectEnd(push); err != nil {
 			return nil, err
 		}
 	}
 	return helper, nil
 }
+
+// pushReaders are applySync's buffers, kept from command to command.
+var pushReaders = gosync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64<<10) }}
 
 // WaitStatus is the wait status of a command that exec.Cmd waited for.
 func WaitStatus(cmd *exec.Cmd) (syscall.WaitStatus, error) {
