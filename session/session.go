@@ -11,6 +11,7 @@
 package session
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -675,7 +676,20 @@ func (s *Session) roundTrip(ctx context.Context, sb sandbox.Sandbox, cmd *sandbo
 		push = &b
 	} else {
 		pushR, pushW := io.Pipe()
-		go func() { pushW.CloseWithError(round.WritePush(pushW)) }()
+		go func() {
+			// Through a buffer: each tar header and each file would
+			// otherwise be a pipe hand-off of its own to the backend's
+			// copy (and, on the local backend, a write(2) each).
+			bw := pushWriters.Get().(*bufio.Writer)
+			bw.Reset(pushW)
+			err := round.WritePush(bw)
+			if err == nil {
+				err = bw.Flush()
+			}
+			bw.Reset(nil)
+			pushWriters.Put(bw)
+			pushW.CloseWithError(err)
+		}()
 		defer pushR.Close()
 		push = pushR
 	}
@@ -724,6 +738,9 @@ func (s *Session) roundTrip(ctx context.Context, sb sandbox.Sandbox, cmd *sandbo
 	}
 	return res, frep, nil
 }
+
+// pushWriters are the buffers a round's push is written through.
+var pushWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 64<<10) }}
 
 // pullHeld is how much of a pull stream pullSink holds in memory before
 // it reads the stream as it comes: a no-change round trip's pull is a few
