@@ -2,7 +2,7 @@ package sync
 
 import (
 	"archive/tar"
-	"io"
+	"bytes"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -56,12 +56,30 @@ func TestFifoSwappedInIsNotWaitedOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	tw := tar.NewWriter(io.Discard)
-	err = withDeadline(t, "packing", []string{p}, func() error {
-		return writeEntry(tw, r, Change{Path: "main.go", Entry: Entry{Mode: 0o644, Size: 3}})
-	})
-	if err != nil {
-		t.Errorf("packing a file now a fifo: %v, want it sent as deleted", err)
+	// Both ways writeEntry opens a file: by its directory's descriptor
+	// (packFileAt), and through the root.
+	for _, dirs := range []*dirRoots{{base: r, m: map[string]*os.Root{}}, nil} {
+		var out bytes.Buffer
+		tw := tar.NewWriter(&out)
+		err = withDeadline(t, "packing", []string{p}, func() error {
+			return writeEntry(tw, r, dirs, Change{Path: "main.go", Entry: Entry{Mode: 0o644, Size: 3}})
+		})
+		if err != nil {
+			t.Errorf("packing a file now a fifo (by descriptor: %v): %v, want it sent as deleted", dirs != nil, err)
+		}
+		tw.Close()
+		err = ReadPatch(&out, DefaultLimits, func(it *Item) error {
+			if !it.Deleted {
+				t.Errorf("packing a file now a fifo (by descriptor: %v): sent %+v, want it sent as deleted", dirs != nil, it)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		if dirs != nil {
+			dirs.close()
+		}
 	}
 	err = withDeadline(t, "hashing", []string{p}, func() error {
 		_, err := hashIn(r, "main.go")

@@ -113,8 +113,10 @@ func WritePatch(w io.Writer, root string, changes []Change) error {
 	}
 	defer r.Close()
 	tw := tar.NewWriter(w)
+	dirs := &dirRoots{base: r, m: map[string]*os.Root{}}
+	defer dirs.close()
 	for _, c := range changes {
-		if err := writeEntry(tw, r, c); err != nil {
+		if err := writeEntry(tw, r, dirs, c); err != nil {
 			return fmt.Errorf("send %s: %w", c.Path, err)
 		}
 	}
@@ -126,7 +128,7 @@ func deletedHeader(p string) *tar.Header {
 		PAXRecords: map[string]string{paxDeleted: "1"}}
 }
 
-func writeEntry(tw *tar.Writer, r *os.Root, c Change) error {
+func writeEntry(tw *tar.Writer, r *os.Root, dirs *dirRoots, c Change) error {
 	if c.Deleted {
 		return tw.WriteHeader(deletedHeader(c.Path))
 	}
@@ -140,6 +142,11 @@ func writeEntry(tw *tar.Writer, r *os.Root, c Change) error {
 	case e.isLink():
 		h.Typeflag, h.Linkname, h.ModTime = tar.TypeSymlink, e.Link, time.Time{}
 		return tw.WriteHeader(h)
+	}
+	if dirs != nil {
+		if handled, err := packFileAt(tw, dirs, c.Path, h); handled {
+			return err
+		}
 	}
 	f, err := r.OpenFile(c.Path, os.O_RDONLY|noFollow|noWait, 0)
 	if errors.Is(err, fs.ErrNotExist) {
