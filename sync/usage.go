@@ -235,8 +235,14 @@ func (u *Usage) update(r *os.Root, touched map[string]bool) bool {
 			}
 		}
 	}
+	// Each name through its directory's root, opened once for all the
+	// names in it (sorted, they come together): r.Lstat would open every
+	// directory of the path again for each name.
+	dirs := &dirRoots{base: r, m: map[string]*os.Root{}}
+	defer dirs.close()
 	for _, p := range sortedKeys(touched) {
-		fi, err := r.Lstat(p)
+		sub, name := dirs.split(p)
+		fi, err := sub.Lstat(name)
 		if err != nil || (u.dirs[p] && !fi.IsDir()) {
 			// Gone (or now below a link out of the tree, or no longer a
 			// directory): what it held goes.
