@@ -97,15 +97,11 @@ func (p *parApply) start() {
 	}
 }
 
-// submit reads it's content and hands its write to a worker, or, for a
-// file too large to hold, writes it here; it reports whether the write
-// was handed on (its result then comes from wait).
-func (p *parApply) submit(r *os.Root, name string, it *Item) (handed bool, e Entry, err error) {
-	return p.submitAt(r, -1, name, it, false)
-}
-
-// submitAt is submit with name's directory open at dirfd (-1: not), and
-// what the caller's lstat found at name (exists): see applyJob.
+// submitAt reads it's content and hands its write to a worker, or, for
+// a file too large to hold, writes it here; it reports whether the write
+// was handed on (its result then comes from wait). name's directory is
+// open at dirfd (-1: not), and exists is what the caller's lstat found at
+// name (see applyJob).
 func (p *parApply) submitAt(r *os.Root, dirfd int, name string, it *Item, exists bool) (handed bool, e Entry, err error) {
 	if it.Deleted || !it.Entry.Mode.IsRegular() || it.Entry.Size > applyParMaxFile || it.Body == nil {
 		e, err = writeItem(r, it, name, true)
