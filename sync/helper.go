@@ -475,7 +475,7 @@ func (h *Helper) Apply(push io.Reader) error {
 				m[p] = e
 				return
 			}
-			if e.Mode.IsRegular() && !racy.racy(e.MTime) {
+			if e.Mode.IsRegular() && !racy.entry(e) {
 				e.Hash = ""
 			}
 			if old, had := m[p]; had && old.Mode.IsDir() && !e.Mode.IsDir() {

@@ -376,7 +376,7 @@ func hashAll(root string, m, prev Manifest, paths []string, racy racyRule, worke
 					delete(m, p) // gone now: the next scan sees it
 				default:
 					e := m[p]
-					e.Hash, e.Verified = h, !racy.racy(e.MTime)
+					e.Hash, e.Verified = h, !racy.entry(e)
 					m[p] = e
 				}
 				hashedFiles.Add(1)

@@ -15,6 +15,9 @@ const fineRacyWindow = 100 * time.Millisecond
 // mtime alone to show a later rewrite (see racyWindow).
 type racyRule struct {
 	coarse, fine int64 // the oldest racy mtime (ns) under each window
+	// ctimeShows: the file system keeps fine timestamps (fineTimestamps),
+	// so a file whose ctime differs from its mtime is never racy (entry).
+	ctimeShows bool
 }
 
 // racyFor is the rule of a scan of root that starts at start: racyWindow
@@ -27,8 +30,28 @@ func racyFor(root string, start time.Time) racyRule {
 	r.fine = r.coarse
 	if fineTimestamps(root) {
 		r.fine = start.Add(-fineRacyWindow).UnixNano()
+		r.ctimeShows = true
 	}
 	return r
+}
+
+// entry reports whether a file found as e is racy. On a file system with
+// fine timestamps it is only when its mtime is racy and equal to its
+// ctime: a write, a truncate or a write through a mapping sets both to
+// the same instant (the kernel's file_update_time), so a file whose two
+// differ (its mtime set by hand: what sbx writes with the other side's
+// mtime, a cp -p, a tar x; or its ctime moved on by a rename or a chmod
+// after the write) cannot be rewritten in place later without its mtime
+// or its ctime showing it. What it cannot show, a write followed by
+// setting the mtime back by hand within the ctime's tick, a file with an
+// old mtime cannot show either, and the rule has never covered it. A file
+// system without fine timestamps keeps the mtime rule alone (its ctime may
+// come from another clock, or not move at all).
+func (r racyRule) entry(e Entry) bool {
+	if r.ctimeShows && e.CTime != 0 && e.CTime != e.MTime {
+		return false
+	}
+	return r.racy(e.MTime)
 }
 
 // racy reports whether a file whose mtime is mtime may still be rewritten

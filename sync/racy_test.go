@@ -3,6 +3,7 @@ package sync
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -12,10 +13,11 @@ import (
 // seconds. On a file system with fine timestamps a file is racy for
 // fineRacyWindow only: its files, written 300 ms before, are neither hashed
 // by the first scan nor by the next (before, every scan within racyWindow
-// of their mtime read them all). A file whose mtime is a whole second (a
-// file system that keeps seconds, or a time set by hand) stays racy for
-// racyWindow and is hashed, as is one written just now; a same-size
-// rewrite of it within the tick is still seen.
+// of their mtime read them all). One written just now is hashed. A file
+// whose mtime was set by hand (here to a whole second, which alone would
+// make it racy for racyWindow) has a ctime apart from it there: no later
+// write can leave both as they are (racyRule.entry), so it is not read
+// either, and a same-size rewrite of it is still seen.
 func TestFreshTreeNotHashedAtEveryScan(t *testing.T) {
 	root := t.TempDir()
 	if !fineTimestamps(root) {
@@ -50,25 +52,22 @@ func TestFreshTreeNotHashedAtEveryScan(t *testing.T) {
 	}
 	for _, m := range []Manifest{m1, m2} {
 		for p, e := range m {
-			want := p == "whole" || p == "now"
+			want := p == "now"
 			if (e.Hash != "") != want {
-				t.Fatalf("entry %s: hash %q; want one only for the whole-second and the just-written file", p, e.Hash)
+				t.Fatalf("entry %s: hash %q; want one only for the just-written file", p, e.Hash)
 			}
 		}
 	}
-	if read1 != 2 || read2 != 2 {
-		t.Fatalf("the two scans read %d and %d files; want only the 2 still racy each time, not the %d written 300 ms before", read1, read2, n)
+	if read1 != 1 || read2 != 1 {
+		t.Fatalf("the two scans read %d and %d files; want only the one still racy each time, not the %d written 300 ms before nor the one whose mtime was set", read1, read2, n)
 	}
-	// The whole-second file, rewritten at the same size with its mtime
-	// and (as a coarse clock would) its ctime unchanged: its hash shows it.
+	// The file whose mtime was set, rewritten at the same size: the write
+	// moves its mtime (and ctime) to now.
 	prev := m2["whole"]
 	os.WriteFile(whole, []byte("WHOLE"), 0o644)
-	os.Chtimes(whole, ws, ws)
 	m3, _ := scan(m2)
-	e := m3["whole"]
-	e.CTime, e.Ino = prev.CTime, prev.Ino
-	if e.Same(prev) {
-		t.Fatalf("a same-size rewrite of a whole-second file within racyWindow was missed: %+v, before %+v", m3["whole"], prev)
+	if m3["whole"].Same(prev) {
+		t.Fatalf("a same-size rewrite of a file whose mtime was set by hand was missed: %+v, before %+v", m3["whole"], prev)
 	}
 }
 
@@ -99,10 +98,120 @@ func TestRacyRule(t *testing.T) {
 			t.Errorf("coarse rule, mtime %v before the start: racy %v, want %v", start.Sub(c.mtime), got, c.coarse)
 		}
 	}
+	// A file's ctime decides with fine timestamps only: one apart from its
+	// mtime is never racy there; one equal to it, or unknown (0), leaves
+	// the mtime rule.
+	recent := start.Add(-50 * time.Millisecond).UnixNano()
+	fineCtime := fine
+	fineCtime.ctimeShows = true
+	coarseCtime := coarse // no ctimeShows: a file system without fine timestamps
+	for _, c := range []struct {
+		e            Entry
+		fine, coarse bool
+	}{
+		{Entry{MTime: recent, CTime: recent}, true, true},
+		{Entry{MTime: recent, CTime: recent + 1}, false, true},
+		{Entry{MTime: recent, CTime: recent - 1}, false, true},
+		{Entry{MTime: recent}, true, true},
+		{Entry{MTime: start.Add(time.Second).UnixNano(), CTime: recent}, false, true},
+		{Entry{MTime: time.Unix(1_000_000, 0).UnixNano(), CTime: recent}, false, true},
+		{Entry{MTime: time.Unix(1_000_000, 0).UnixNano(), CTime: time.Unix(1_000_000, 0).UnixNano()}, true, true},
+		{Entry{MTime: start.Add(-3 * time.Second).UnixNano(), CTime: start.Add(-3 * time.Second).UnixNano()}, false, false},
+	} {
+		if got := fineCtime.entry(c.e); got != c.fine {
+			t.Errorf("fine timestamps, %+v: racy %v, want %v", c.e, got, c.fine)
+		}
+		if got := coarseCtime.entry(c.e); got != c.coarse {
+			t.Errorf("without fine timestamps, %+v: racy %v, want %v", c.e, got, c.coarse)
+		}
+	}
+	if r := racyFor(t.TempDir(), start); !r.ctimeShows {
+		t.Error("racyFor on the test's temporary dir (ext4, tmpfs, XFS or Btrfs) does not let the ctime decide")
+	}
 	if fineTimestamps("/proc") {
 		t.Error("/proc taken for a file system with fine timestamps")
 	}
 	if fineTimestamps(filepath.Join(t.TempDir(), "missing")) {
 		t.Error("a path that cannot be stat'ed taken for fine timestamps")
+	}
+}
+
+// TestPushedRecentFilesNotReadAgain: files the host edited a moment ago
+// (racy there: their mtime is its ctime) are pushed; in the sandbox the
+// helper writes them with the host's mtime, so their ctime is apart from
+// it, and neither the helper's scan after the command nor a later one
+// reads them to hash (each read all of them twice: once as racy, once to
+// verify the hash when settled). A same-size rewrite by the command within
+// the tick of that write is still seen: the write moves the mtime to its
+// own tick, which the faked stat gives to both times (as a coarse clock
+// would, with the ctime unchanged).
+func TestPushedRecentFilesNotReadAgain(t *testing.T) {
+	for _, watched := range []bool{false, true} {
+		t.Run(map[bool]string{false: "unwatched", true: "watched"}[watched], func(t *testing.T) {
+			if watched {
+				WatchHelper = true
+				defer func() { WatchHelper = false }()
+			}
+			p := newPair(t)
+			if watched {
+				p.h.Watch(nil)
+				defer p.h.Close()
+			}
+			const n = 40
+			old := time.Now().Add(-time.Hour)
+			name := func(i int) string { return filepath.Join("d", strconv.Itoa(i)+".go") }
+			for i := range n {
+				put(t, filepath.Join(p.host, name(i)), "one")
+				os.Chtimes(filepath.Join(p.host, name(i)), old, old)
+			}
+			p.sync(nil)
+			p.sync(nil)
+			for i := range n {
+				put(t, filepath.Join(p.host, name(i)), "two") // now: racy on the host
+			}
+			sandboxHashes := int64(0)
+			rep := p.sync(func() {
+				// What the helper's Collect reads is counted from here.
+				sandboxHashes = -hashedFiles.Load()
+			})
+			sandboxHashes += hashedFiles.Load()
+			if rep.Pushed != n {
+				t.Fatalf("pushed %d, want %d", rep.Pushed, n)
+			}
+			if sandboxHashes != 0 {
+				t.Errorf("the helper's scan after the push read %d of the %d files it had just written", sandboxHashes, n)
+			}
+			before := hashedFiles.Load()
+			p.sync(nil)
+			// The host's own edits are read once more there when they
+			// settle (their hash was taken while racy); the sandbox's
+			// copies are not.
+			if got := hashedFiles.Load() - before; got > n {
+				t.Errorf("the next round read %d files, want at most the host's %d", got, n)
+			}
+			// A same-size rewrite of one of them in the sandbox, within the
+			// tick of the helper's write: both times of the new stat are
+			// that write's ctime.
+			f := filepath.Join(p.sandbox, name(0))
+			fi, err := os.Lstat(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tick, _ := statIDs(fi)
+			defer func() { statPathFunc = statPath }()
+			statPathFunc = func(full string) (Entry, bool, error) {
+				e, ok, err := statPath(full)
+				if full == f && ok {
+					e.MTime, e.CTime = tick, tick
+				}
+				return e, ok, err
+			}
+			p.sync(func() {
+				put(t, f, "TWO")
+			})
+			if got := read(t, filepath.Join(p.host, name(0))); got != "TWO" {
+				t.Fatalf("a same-size rewrite within the tick of the helper's write was missed: the host has %q", got)
+			}
+		})
 	}
 }

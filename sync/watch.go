@@ -455,7 +455,7 @@ func (s *Scanner) incremental(root string, m Manifest, w *Watch, touched map[str
 // must be read and hashed, given prev, the manifest of the last sync; when
 // not, the entry to record (a verified hash carried over).
 func hashDecision(p string, e Entry, prev Manifest, racy racyRule) (Entry, bool) {
-	if racy.racy(e.MTime) {
+	if racy.entry(e) {
 		return e, true // it may still change within its mtime's tick
 	}
 	old, had := prev[p]
