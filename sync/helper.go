@@ -122,6 +122,9 @@ type helperState struct {
 	// Skipped are the paths the last scans could not read (Scanner.Skipped),
 	// by path, with the reason: each is reported once, not every command.
 	Skipped map[string]string
+	// Gen names this state as a base: the records of its log that follow
+	// it name it too (helperlog.go). 0: a state without a log.
+	Gen uint64
 }
 
 // Helper runs one round trip inside the sandbox.
@@ -151,6 +154,16 @@ type helperDir struct {
 	watch  *Watch
 	// undone lists the paths a rollback of an unacknowledged pull changed.
 	undone []string
+	// log is what this process knows of the state's files; ops, what
+	// Apply changed in the manifest, in order, for a record of the log
+	// (helperlog.go). undoApplied and undoResolved: the load settled the
+	// base's Undo (applied it, or dropped it), which the files do not
+	// hold until a record or a save does.
+	log                       helperLog
+	ops                       []helperOp
+	opsLost                   bool // Apply changed the manifest where ops does not say
+	unsaved                   bool // Apply changed the manifest and saved nothing
+	undoApplied, undoResolved bool
 }
 
 // NewHelper loads the helper's state for req. The host serializes the round
@@ -191,10 +204,13 @@ func NewHelper(req HelperRequest) (*Helper, error) {
 			}
 			hd.state.Pending = nil
 			hd.watch.Invalidate("an old state file")
+			hd.log.current = false
 		}
+		hd.undoResolved = hd.state.Undo != nil
 		if hd.state.Undo != nil && !acked {
 			hd.state.Undo.Apply(hd.state.Manifest)
 			hd.undone = hd.state.Undo.paths()
+			hd.undoApplied = true
 		}
 		hd.state.Undo, hd.state.PendingSeq = nil, 0
 		if d.Reset {
@@ -224,9 +240,10 @@ var live = struct {
 }{m: map[string]*liveState{}}
 
 type liveState struct {
-	sig   string // the file as this process last wrote or read it
+	sig   string // the files as this process last wrote or read them (helperStateSig)
 	key   string // the excludes the watch was made with
 	state helperState
+	log   helperLog
 	watch *Watch
 	// verified: VerifyLive found it current (no round trip since).
 	verified bool
@@ -240,7 +257,8 @@ type liveState struct {
 // started before it for the same file (after).
 type bgSave struct {
 	done chan struct{}
-	sig  string // the file as it wrote it, once done
+	sig  string // the files as it wrote them, once done
+	size int64  // the base's size, once done
 }
 
 // pendingSaves counts the saves being written in the background.
@@ -257,6 +275,12 @@ func (hd *helperDir) saveBackground(st *helperState) {
 	after, file, path := hd.saving, hd.file, hd.d.Path
 	hd.saving = b
 	hd.dirty = false
+	// A new base: the log goes once it is written. st is memory's state
+	// as of now (or a copy of it): the files hold it from then on.
+	newGen(st)
+	hd.state.Gen = st.Gen
+	hd.log = helperLog{gen: st.Gen, current: true}
+	hd.undoResolved = false
 	pendingSaves.Add(1)
 	go func() {
 		defer pendingSaves.Done()
@@ -271,9 +295,13 @@ func (hd *helperDir) saveBackground(st *helperState) {
 			// The state in memory stands; the file is the last one
 			// written, which a process that starts again takes.
 			fmt.Fprintf(os.Stderr, "sbx sync: save the state of %s: %v\n", path, err)
+		} else {
+			removeLog(file)
 		}
-		fi, _ := os.Stat(file)
-		b.sig = fileSig(fi)
+		if fi, _ := os.Stat(file); fi != nil {
+			b.size = fi.Size()
+		}
+		b.sig = helperStateSig(file)
 	}()
 }
 
@@ -283,7 +311,7 @@ func WaitSaves() { pendingSaves.Wait() }
 
 // stateLoads counts the state files decoded and stateSaves those written
 // (for tests).
-var stateLoads, stateSaves atomic.Int64
+var stateLoads, stateSaves, stateAppends atomic.Int64
 
 func fileSig(fi os.FileInfo) string {
 	if fi == nil {
@@ -303,7 +331,7 @@ func (hd *helperDir) load(use bool, key string) {
 	live.Unlock()
 	if ls != nil && ls.saving != nil {
 		<-ls.saving.done
-		ls.sig, ls.saving = ls.saving.sig, nil
+		ls.sig, ls.log.base, ls.saving = ls.saving.sig, ls.saving.size, nil
 	} else if ls == nil {
 		// A round trip that failed after its Apply started a save (the
 		// placed list's) left no state in memory: the file is read once
@@ -322,10 +350,9 @@ func (hd *helperDir) load(use bool, key string) {
 	if !use {
 		return
 	}
-	fi, _ := os.Stat(hd.file)
-	sig := fileSig(fi)
+	sig := helperStateSig(hd.file)
 	if ls != nil && sig != "" && ls.sig == sig {
-		hd.state = ls.state
+		hd.state, hd.log = ls.state, ls.log
 		return
 	}
 	// Another process wrote it (or it is gone): what the watch saw is not
@@ -347,7 +374,9 @@ func (hd *helperDir) load(use bool, key string) {
 	}
 	if st, ok := decodeHelperState(raw); ok {
 		stateLoads.Add(1)
+		n := readHelperLog(hd.logFile(), &st)
 		hd.state = st
+		hd.log = helperLog{gen: st.Gen, base: int64(len(raw)), size: n, current: true}
 	}
 }
 
@@ -383,9 +412,9 @@ func (hd *helperDir) release() {
 		hd.saveLater = false
 		hd.saveBackground(&ls.state)
 	}
+	ls.log = hd.log
 	if ls.saving = hd.saving; ls.saving == nil {
-		fi, _ := os.Stat(hd.file)
-		ls.sig = fileSig(fi)
+		ls.sig = helperStateSig(hd.file)
 	}
 	live.Lock()
 	if old := live.m[hd.file]; old != nil && old.watch != hd.watch {
@@ -394,6 +423,11 @@ func (hd *helperDir) release() {
 	live.m[hd.file] = ls
 	live.Unlock()
 }
+
+// helperSaveMin is the size of a push a helper that watches saves before
+// its command (pushSaveMin; tests lower it, so that every push goes
+// through the state's log).
+var helperSaveMin = pushSaveMin
 
 // WatchHelper makes a long-lived process's helpers watch their code dirs
 // (Watch); the local worker sets it. A helper process that runs one round
@@ -404,10 +438,18 @@ func (hd *helperDir) save() error {
 	if hd.saving != nil {
 		<-hd.saving.done // an older state must not land after this one
 	}
+	newGen(&hd.state)
 	if err := writeState(hd.file, &hd.state); err != nil {
+		hd.log = helperLog{}
 		return err
 	}
+	removeLog(hd.file)
 	hd.dirty = false
+	hd.log = helperLog{gen: hd.state.Gen, current: true}
+	if fi, _ := os.Stat(hd.file); fi != nil {
+		hd.log.base = fi.Size()
+	}
+	hd.undoResolved = false
 	return nil
 }
 
@@ -468,6 +510,7 @@ func (h *Helper) Apply(push io.Reader) error {
 		racy := racyFor(hd.d.Path, time.Now())
 		applied := 0
 		fresh := hd.d.Reset // a new sandbox: nothing of its own to keep aside
+		hd.ops, hd.opsLost = hd.ops[:0], fresh
 		dirs := &dirRoots{base: r, m: map[string]*os.Root{}}
 		// record enters what was written at p in the manifest.
 		record := func(p string, e Entry) {
@@ -481,9 +524,9 @@ func (h *Helper) Apply(push io.Reader) error {
 			if old, had := m[p]; had && old.Mode.IsDir() && !e.Mode.IsDir() {
 				// A directory it replaced went with what it held (a walk
 				// of the manifest: only when there was one).
-				forget(m, p, false)
+				hd.forgetTree(m, p)
 			}
-			m[p] = e
+			hd.put(m, p, e)
 		}
 		// Small files are written by par's workers (applypar.go); settle
 		// waits for them and records what they wrote, before anything
@@ -546,7 +589,7 @@ func (h *Helper) Apply(push io.Reader) error {
 					return err
 				}
 				if it.Deleted {
-					forget(m, it.Path, false)
+					hd.forgetTree(m, it.Path)
 					return nil
 				}
 				if ancExists {
@@ -588,7 +631,7 @@ func (h *Helper) Apply(push io.Reader) error {
 					return fmt.Errorf("apply %s: %w", it.Path, rerr)
 				}
 				if len(kept) > 0 {
-					forget(m, it.Path, false)
+					hd.forgetTree(m, it.Path)
 					if it.Deleted {
 						return nil
 					}
@@ -621,11 +664,7 @@ func (h *Helper) Apply(push io.Reader) error {
 				return fmt.Errorf("apply %s: %w", it.Path, err)
 			}
 			if it.Deleted {
-				for p := range m {
-					if p == it.Path || strings.HasPrefix(p, it.Path+"/") {
-						delete(m, p)
-					}
-				}
+				hd.forgetTree(m, it.Path)
 				return nil
 			}
 			if !handed {
@@ -646,7 +685,7 @@ func (h *Helper) Apply(push io.Reader) error {
 			h.abandon()
 			return err
 		}
-		if !hd.last && (hd.dirty || applied >= pushSaveMin || (applied > 0 && hd.watch == nil)) {
+		if !hd.last && (hd.dirty || applied >= helperSaveMin || (applied > 0 && hd.watch == nil)) {
 			// Kept for a process that dies before Collect (the command
 			// killed it): the next one must not take what was applied
 			// for the sandbox's own changes. A long-lived process (a
@@ -659,10 +698,18 @@ func (h *Helper) Apply(push io.Reader) error {
 			// every command on a large tree a rewrite of its state. The
 			// last round's is written after its command only (hd.last):
 			// a release follows, and the last pull-back it then makes
-			// when this process died finds the host's own files.
-			if err := hd.save(); err != nil {
-				return err
+			// when this process died finds the host's own files. A
+			// process that watches appends what this push changed to the
+			// state's log when the files held the state before it
+			// (helperlog.go): at 100k files the whole state took 30-40 ms
+			// of the round.
+			if hd.watch == nil || hd.dirty || !hd.appendApply() {
+				if err := hd.save(); err != nil {
+					return err
+				}
 			}
+		} else if applied > 0 {
+			hd.unsaved = true // in memory only, until a save
 		}
 	}
 	// Nothing is read past the last patch: on a remote backend's stream the
@@ -875,6 +922,9 @@ func (h *Helper) Collect(pull io.Writer) HelperReply {
 			h.reply.Error = err.Error()
 			return h.reply
 		}
+		// Whether the scan changed the manifest (a settled hash too): if
+		// nothing is saved, the files no longer hold memory's state.
+		scanned := len(u) > 0 || sc.Settled > 0
 		for p, x := range u {
 			if e, ok := hd.state.Manifest[p]; ok && x.Had && x.Entry.Same(e) {
 				// Only its hash settled: nothing the host must
@@ -945,6 +995,8 @@ func (h *Helper) Collect(pull io.Writer) HelperReply {
 				h.reply.Error = err.Error()
 				return h.reply
 			}
+		} else if scanned || hd.unsaved || hd.undoResolved {
+			hd.log.current = false
 		}
 	}
 	for _, hd := range h.dirs {

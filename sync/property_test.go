@@ -135,6 +135,17 @@ func TestPropertyNothingLost(t *testing.T) {
 func TestPropertyNothingLostWatched(t *testing.T) {
 	WatchHelper = true
 	defer func() { WatchHelper = false }()
+	// Every push saved before its command, so that each goes through the
+	// helper's log (helperlog.go), which the rounds check against memory
+	// and restart helper processes from.
+	helperSaveMin = 1
+	defer func() { helperSaveMin = pushSaveMin }()
+	appends0 := stateAppends.Load()
+	defer func() {
+		if stateAppends.Load() == appends0 && !t.Failed() {
+			t.Error("no push was saved as a record of the helper's log")
+		}
+	}()
 	seeds := 30
 	if testing.Short() {
 		seeds = 3
@@ -337,6 +348,33 @@ func propertyRun(t *testing.T, seed int, watched bool) {
 			dump(t, p)
 			t.FailNow()
 		}
+		if watched {
+			// Where the helper's files hold its state (most often a base
+			// and the records of its log), a new process loads what
+			// memory holds.
+			WaitSaves()
+			live.Lock()
+			for f, ls := range live.m {
+				if strings.HasPrefix(f, p.hstate+string(filepath.Separator)) && ls.log.current {
+					sameHelperState(t, fmt.Sprintf("round %d: the helper's state as loaded", i), loadedHelper(t, f), ls.state)
+				}
+			}
+			live.Unlock()
+			if rng.Intn(4) == 0 {
+				// The worker ends (the init trimmed it, or a command
+				// killed it after its push was saved); a new one goes on
+				// from the files.
+				t.Logf("round %d: a new helper process", i)
+				live.Lock()
+				for f, ls := range live.m {
+					if strings.HasPrefix(f, p.hstate+string(filepath.Separator)) {
+						ls.watch.Close()
+						delete(live.m, f)
+					}
+				}
+				live.Unlock()
+			}
+		}
 		if rng.Intn(5) == 0 {
 			// The host's process ends; a new one goes on from the state
 			// (the CLI's host daemon ended, or each sbx exec).
@@ -347,6 +385,48 @@ func propertyRun(t *testing.T, seed int, watched bool) {
 				p.h.Watch(nil)
 			}
 		}
+	}
+}
+
+// loadedHelper is the helper's state in file as a new process loads it:
+// the base, then its log.
+func loadedHelper(t *testing.T, file string) helperState {
+	t.Helper()
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ok := decodeHelperState(raw)
+	if !ok {
+		t.Fatalf("%s does not decode", file)
+	}
+	readHelperLog(file+stateLogSuffix, &st)
+	return st
+}
+
+// sameHelperState compares two helper states but for the base's
+// generation.
+func sameHelperState(t *testing.T, what string, got, want helperState) {
+	t.Helper()
+	got.Gen, want.Gen = 0, 0
+	if len(got.Skipped) == 0 && len(want.Skipped) == 0 {
+		got.Skipped, want.Skipped = nil, nil
+	}
+	if len(got.Undo) == 0 && len(want.Undo) == 0 {
+		got.Undo, want.Undo = nil, nil
+	}
+	if !reflect.DeepEqual(got, want) {
+		for p, e := range want.Manifest {
+			if o, ok := got.Manifest[p]; !ok || o != e {
+				t.Errorf("%s: %s is %+v (%v), in memory %+v", what, p, o, ok, e)
+			}
+		}
+		for p, o := range got.Manifest {
+			if _, ok := want.Manifest[p]; !ok {
+				t.Errorf("%s: %s is %+v, not in memory", what, p, o)
+			}
+		}
+		t.Errorf("%s: Undo %v seq %d skipped %v; in memory %v %d %v", what, got.Undo, got.PendingSeq, got.Skipped, want.Undo, want.PendingSeq, want.Skipped)
 	}
 }
 

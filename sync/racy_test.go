@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/sbx-sh/sbx/internal/testenv"
 )
 
 // TestFreshTreeNotHashedAtEveryScan: a tree written a moment before its
@@ -166,8 +168,25 @@ func TestPushedRecentFilesNotReadAgain(t *testing.T) {
 			}
 			p.sync(nil)
 			p.sync(nil)
+			var last time.Time
 			for i := range n {
 				put(t, filepath.Join(p.host, name(i)), "two") // now: racy on the host
+				if fi, err := os.Stat(filepath.Join(p.host, name(i))); err == nil && fi.ModTime().After(last) {
+					last = fi.ModTime()
+				}
+			}
+			// The helper's writes come a tick of the clock later than the
+			// host's (else a copy's ctime may be its mtime to the
+			// nanosecond, and racy: hashed, rightly): a file written now
+			// shows a later time.
+			probe := filepath.Join(t.TempDir(), "probe")
+			ticked := testenv.WaitEvery(2*time.Second, time.Millisecond, func() bool {
+				os.WriteFile(probe, nil, 0o644)
+				fi, err := os.Stat(probe)
+				return err == nil && fi.ModTime().After(last)
+			})
+			if !ticked {
+				t.Fatal("the clock did not move past the host's writes in 2 s")
 			}
 			sandboxHashes := int64(0)
 			rep := p.sync(func() {
