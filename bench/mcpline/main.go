@@ -9,6 +9,14 @@
 //	go build -o /tmp/mcp-before ./cmd/sbx-mcp   # in the tree before
 //	go build -o /tmp/mcp-after ./cmd/sbx-mcp
 //	N=300 go run ./bench/mcpline /tmp/mcp-before /tmp/mcp-after
+//
+// With TREE and CHANGED set, each binary gets a copy of TREE for its code
+// dir (the copies in TMPDIR), and before each timed call CHANGED of its
+// regular files (the first in name order) have a line appended: the round
+// that pushes them. `tar c | tar x` of the same files, just changed, is
+// timed in the same loop, the cost of moving them.
+//
+//	TREE=/dev/shm/t100k CHANGED=1000 N=16 go run ./bench/mcpline /tmp/mcp-before /tmp/mcp-after
 package main
 
 import (
@@ -65,10 +73,19 @@ func main() {
 		fail("%v", err)
 	}
 	defer os.RemoveAll(tmp)
+	tree := os.Getenv("TREE")
+	changed, _ := strconv.Atoi(os.Getenv("CHANGED"))
 	var ss []*srv
+	var lists [][]string
 	for i, bin := range os.Args[1:] {
 		dir := filepath.Join(tmp, strconv.Itoa(i))
 		os.MkdirAll(dir, 0o755)
+		if tree != "" {
+			if out, err := exec.Command("cp", "-a", tree+"/.", dir).CombinedOutput(); err != nil {
+				fail("copy %s: %v: %s", tree, err, out)
+			}
+			lists = append(lists, firstFiles(dir, changed))
+		}
 		cmd := exec.Command(bin, "--session", "mcpline"+strconv.Itoa(i), "--code-dir", dir)
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(tmp, "state"), "XDG_CONFIG_HOME="+filepath.Join(tmp, "config"))
@@ -95,12 +112,23 @@ func main() {
 	for i, s := range ss {
 		cpu0[i] = cpu(s.cmd.Process.Pid)
 	}
-	for range n {
-		for _, s := range ss {
+	var tars []time.Duration
+	for k := range n {
+		for i, s := range ss {
+			if changed > 0 {
+				edit(lists[i], k)
+			}
 			t := time.Now()
 			s.send("tools/call", call)
 			s.ds = append(s.ds, time.Since(t))
 		}
+		if changed > 0 {
+			tars = append(tars, tarTime(filepath.Join(tmp, "0"), lists[0], filepath.Join(tmp, "tar")))
+		}
+	}
+	if len(tars) > 0 {
+		slices.Sort(tars)
+		fmt.Printf("%-40s median %6.3f ms (tar c | tar x of the %d files, just changed)\n", "tar", float64(tars[n/2].Microseconds())/1000, changed)
 	}
 	for i, s := range ss {
 		c := cpu(s.cmd.Process.Pid) - cpu0[i]
@@ -113,6 +141,60 @@ func main() {
 		s.cmd.Process.Signal(os.Interrupt)
 		s.cmd.Wait()
 	}
+}
+
+// firstFiles lists the first k regular files under dir in name order
+// (.git left out), as paths relative to dir.
+func firstFiles(dir string, k int) []string {
+	var out []string
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || len(out) >= k {
+			return filepath.SkipAll
+		}
+		if d.IsDir() && d.Name() == ".git" {
+			return filepath.SkipDir
+		}
+		if d.Type().IsRegular() {
+			out = append(out, p)
+		}
+		return nil
+	})
+	if len(out) < k {
+		fail("%s has fewer than %d files", dir, k)
+	}
+	return out
+}
+
+// edit appends a line to each file.
+func edit(files []string, k int) {
+	for _, f := range files {
+		fh, err := os.OpenFile(f, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			fail("edit %s: %v", f, err)
+		}
+		fmt.Fprintf(fh, "// edit %d\n", k)
+		fh.Close()
+	}
+}
+
+// tarTime times `tar c | tar x` of files into a new dir to.
+func tarTime(root string, files []string, to string) time.Duration {
+	os.RemoveAll(to)
+	os.MkdirAll(to, 0o755)
+	list := to + ".list"
+	var b strings.Builder
+	for _, f := range files {
+		rel, _ := filepath.Rel(root, f)
+		b.WriteString(rel + "\n")
+	}
+	os.WriteFile(list, []byte(b.String()), 0o644)
+	t := time.Now()
+	c := exec.Command("/bin/sh", "-c", "tar cf - -T "+list+" | tar xf - -C "+to)
+	c.Dir = root
+	if out, err := c.CombinedOutput(); err != nil {
+		fail("tar: %v: %s", err, out)
+	}
+	return time.Since(t)
 }
 
 func fail(format string, a ...any) {
