@@ -217,7 +217,7 @@ func TestPushedRecentFilesNotReadAgain(t *testing.T) {
 				t.Fatal(err)
 			}
 			tick, _ := statIDs(fi)
-			defer func() { statPathFunc = statPath }()
+			defer func() { statPathFunc = nil }()
 			statPathFunc = func(full string) (Entry, bool, error) {
 				e, ok, err := statPath(full)
 				if full == f && ok {

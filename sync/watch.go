@@ -297,7 +297,9 @@ func (s *Scanner) incremental(root string, m Manifest, w *Watch, touched map[str
 	}
 	paths := keys(touched)
 	sort.Strings(paths) // parents first
-	now := Manifest{}   // what the touched paths (and new trees) are now
+	stats := newStatCache(root)
+	defer stats.close()
+	now := Manifest{} // what the touched paths (and new trees) are now
 	gone := map[string]bool{}
 	view := func(p string) (Entry, bool) {
 		if gone[p] {
@@ -336,7 +338,16 @@ func (s *Scanner) incremental(root string, m Manifest, w *Watch, touched map[str
 			}
 		}
 		old, had := view(p)
-		e, exists, err := statPathFunc(filepath.Join(root, filepath.FromSlash(p)))
+		var (
+			e      Entry
+			exists bool
+			err    error
+		)
+		if statPathFunc != nil {
+			e, exists, err = statPathFunc(filepath.Join(root, filepath.FromSlash(p)))
+		} else {
+			e, exists, err = stats.stat(p)
+		}
 		if err != nil {
 			return nil, nil, false, nil
 		}
@@ -472,9 +483,11 @@ func hashDecision(p string, e Entry, prev Manifest, racy racyRule) (Entry, bool)
 	return e, false
 }
 
-// statPathFunc is statPath; a test makes it report a coarse clock's
-// timestamps (this kernel's multigrain ones never repeat once read).
-var statPathFunc = statPath
+// statPathFunc, when set, is what the incremental scan stats each path
+// with instead of its statCache (statPath's, by each directory's
+// descriptor); a test makes it report a coarse clock's timestamps (this
+// kernel's multigrain ones never repeat once read).
+var statPathFunc func(full string) (Entry, bool, error)
 
 // statPath is what a scan records of one path; exists is false when it is
 // gone or of a type never synced.

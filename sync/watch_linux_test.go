@@ -38,7 +38,7 @@ func TestWatchedSameTickRewrite(t *testing.T) {
 		t.Fatal("a full scan, not the events")
 	}
 	seen := m["f"]
-	defer func() { statPathFunc = statPath }()
+	defer func() { statPathFunc = nil }()
 	statPathFunc = func(full string) (Entry, bool, error) {
 		e, ok, err := statPath(full)
 		if full == p && ok {
