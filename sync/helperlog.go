@@ -97,14 +97,13 @@ func (hd *helperDir) forgetTree(m Manifest, p string) {
 func (hd *helperDir) logFile() string { return hd.file + stateLogSuffix }
 
 // helperStateSig is the signature of a helper's state as on disk: its
-// base's and its log's.
+// base's. The log is left out (a stat less at each round trip): only this
+// process appends to it while it holds the state in memory (one worker at
+// a time), and what another writes there (a command) is read only by a
+// process that starts anew.
 func helperStateSig(file string) string {
 	fi, _ := os.Stat(file)
-	if fi == nil {
-		return ""
-	}
-	li, _ := os.Lstat(file + stateLogSuffix)
-	return fileSig(fi) + "|" + fileSig(li)
+	return fileSig(fi)
 }
 
 // newGen gives st a new generation, never 0.
