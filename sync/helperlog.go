@@ -2,14 +2,11 @@ package sync
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/gob"
 	"errors"
-	"hash/crc32"
 	"io/fs"
 	"math/rand/v2"
 	"os"
-	"syscall"
 )
 
 // The helper's state as a base and a log (a worker that watches: the
@@ -131,29 +128,20 @@ func readHelperLog(file string, st *helperState) int64 {
 	if err != nil {
 		return 0
 	}
-	var off int64
 	forgets := 0
-	for len(raw) >= 8 {
-		n := binary.LittleEndian.Uint32(raw)
-		sum := binary.LittleEndian.Uint32(raw[4:])
-		if uint64(n) > uint64(len(raw)-8) || crc32.Checksum(raw[8:8+n], crcTable) != sum {
-			break // torn: the log ends here
-		}
+	return eachRecord(raw, func(payload []byte) bool {
 		var rec helperRecord
-		if err := gob.NewDecoder(bytes.NewReader(raw[8 : 8+n])).Decode(&rec); err != nil {
-			break
+		if err := gob.NewDecoder(bytes.NewReader(payload)).Decode(&rec); err != nil {
+			return false
 		}
 		if forgets += rec.forgets(); forgets > maxReplayForgets {
-			break
+			return false
 		}
-		raw = raw[8+n:]
-		off += 8 + int64(n)
-		if rec.Gen != st.Gen {
-			continue
+		if rec.Gen == st.Gen {
+			rec.replay(st)
 		}
-		rec.replay(st)
-	}
-	return off
+		return true
+	})
 }
 
 // replay makes rec's round's changes in st: its load's settling of the
@@ -200,49 +188,23 @@ func (hd *helperDir) appendApply() bool {
 	if l.size > max(l.base/2, stateLogMin) {
 		return false
 	}
-	b, err := (&helperRecord{Gen: l.gen, UndoApplied: hd.undoApplied, Skipped: hd.state.Skipped, Ops: hd.ops}).frame()
+	b, err := frameRecord(&helperRecord{Gen: l.gen, UndoApplied: hd.undoApplied, Skipped: hd.state.Skipped, Ops: hd.ops})
 	if err != nil {
 		return false
 	}
 	// Not waited on (a fifo a command put at the name: no reader, so the
-	// open fails), not through a link.
-	f, err := os.OpenFile(hd.logFile(), os.O_WRONLY|os.O_CREATE|os.O_APPEND|noFollow|syscall.O_NONBLOCK, 0o600)
-	if err != nil {
-		return false
-	}
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() || fi.Size() != l.size {
-		// Not the log this process left (a command's, or a torn
-		// record's tail): the whole state is written, and this removed.
-		f.Close()
-		return false
-	}
-	_, err = f.Write(b)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		l.size = -1 // what was appended may be torn: the next save is whole
+	// open fails), not through a link; the page cache outlives a worker
+	// the command kills, so no fsync.
+	if ok, torn := appendRecord(hd.logFile(), l.size, b, false); !ok {
+		if torn {
+			l.size = -1 // what was appended may be torn: the next save is whole
+		}
 		return false
 	}
 	l.size += int64(len(b))
 	hd.undoResolved = false
 	stateAppends.Add(1)
 	return true
-}
-
-// frame is rec as a record of the log: its length, its CRC-32C and its
-// gob.
-func (rec *helperRecord) frame() ([]byte, error) {
-	var buf bytes.Buffer
-	buf.Write(make([]byte, 8))
-	if err := gob.NewEncoder(&buf).Encode(rec); err != nil {
-		return nil, err
-	}
-	b := buf.Bytes()
-	binary.LittleEndian.PutUint32(b, uint32(len(b)-8))
-	binary.LittleEndian.PutUint32(b[4:], crc32.Checksum(b[8:], crcTable))
-	return b, nil
 }
 
 // removeLog removes the log of file (a new base was written: its records

@@ -135,7 +135,7 @@ func FuzzHelperLog(f *testing.F) {
 		var raw []byte
 		var ends []int // where each record's frame ends in raw
 		for i := range recs {
-			b, err := recs[i].frame()
+			b, err := frameRecord(&recs[i])
 			if err != nil {
 				t.Fatal(err)
 			}

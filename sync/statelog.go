@@ -12,6 +12,7 @@ import (
 	"maps"
 	"os"
 	"reflect"
+	"syscall"
 )
 
 // The host's state as a base and a log.
@@ -195,6 +196,26 @@ func readLog(file string, gen uint64, st *hostState) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	return eachRecord(raw, func(payload []byte) bool {
+		var d stateDelta
+		if err := gob.NewDecoder(bytes.NewReader(payload)).Decode(&d); err != nil {
+			return false
+		}
+		if d.Gen == gen && len(d.Dirs) == len(st.Manifests) {
+			st.Seq, st.Ack, st.Reset, st.Skipped = d.Seq, d.Ack, d.Reset, d.Skipped
+			for i, dd := range d.Dirs {
+				dd.apply(st.Manifests[i])
+			}
+		}
+		return true
+	}), nil
+}
+
+// eachRecord hands fn the payload of each whole record of a log's bytes
+// raw, in order, up to a torn one (its length past the end, or its CRC
+// not its payload's) or one fn does not take (false); it returns the
+// size of the records taken.
+func eachRecord(raw []byte, fn func(payload []byte) bool) int64 {
 	var off int64
 	for len(raw) >= 8 {
 		n := binary.LittleEndian.Uint32(raw)
@@ -202,21 +223,54 @@ func readLog(file string, gen uint64, st *hostState) (int64, error) {
 		if uint64(n) > uint64(len(raw)-8) || crc32.Checksum(raw[8:8+n], crcTable) != sum {
 			break // torn: the log ends here
 		}
-		var d stateDelta
-		if err := gob.NewDecoder(bytes.NewReader(raw[8 : 8+n])).Decode(&d); err != nil {
+		if !fn(raw[8 : 8+n]) {
 			break
 		}
 		raw = raw[8+n:]
 		off += 8 + int64(n)
-		if d.Gen != gen || len(d.Dirs) != len(st.Manifests) {
-			continue
-		}
-		st.Seq, st.Ack, st.Reset, st.Skipped = d.Seq, d.Ack, d.Reset, d.Skipped
-		for i, dd := range d.Dirs {
-			dd.apply(st.Manifests[i])
-		}
 	}
-	return off, nil
+	return off
+}
+
+// frameRecord is v as a record of a log: its length, the CRC-32C of its
+// payload, and the payload, v's gob.
+func frameRecord(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.Write(make([]byte, 8))
+	if err := gob.NewEncoder(&buf).Encode(v); err != nil {
+		return nil, err
+	}
+	b := buf.Bytes()
+	binary.LittleEndian.PutUint32(b, uint32(len(b)-8))
+	binary.LittleEndian.PutUint32(b[4:], crc32.Checksum(b[8:], crcTable))
+	return b, nil
+}
+
+// appendRecord appends rec to the log file, fsynced when durable, if the
+// file is a regular one of size want (as this process left it; not
+// followed if a link, not waited on if a fifo). ok is false when it did
+// not: the caller writes its state whole instead; torn says that what it
+// appended may be torn (the write failed).
+func appendRecord(file string, want int64, rec []byte, durable bool) (ok, torn bool) {
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_APPEND|noFollow|syscall.O_NONBLOCK, 0o600)
+	if err != nil {
+		return false, false
+	}
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() != want {
+		// Not the log this process left: another's, or a torn record's
+		// tail. The whole state is written, and the log removed.
+		f.Close()
+		return false, false
+	}
+	_, err = f.Write(rec)
+	if err == nil && durable {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err == nil, err != nil
 }
 
 // delta is what changed in ms since saved: over the paths l lists as
@@ -290,36 +344,16 @@ func (h *Host) appendLog(durable bool) bool {
 		return false
 	}
 	d := stateDelta{Gen: l.gen, Seq: h.st.Seq, Ack: h.st.Ack, Reset: h.st.Reset, Skipped: h.st.Skipped, Dirs: l.delta(h.st.Manifests)}
-	var buf bytes.Buffer
-	buf.Write(make([]byte, 8))
-	if err := gob.NewEncoder(&buf).Encode(&d); err != nil {
-		return false
-	}
-	rec := buf.Bytes()
-	binary.LittleEndian.PutUint32(rec, uint32(len(rec)-8))
-	binary.LittleEndian.PutUint32(rec[4:], crc32.Checksum(rec[8:], crcTable))
-	f, err := os.OpenFile(h.logPath(), os.O_WRONLY|os.O_CREATE|os.O_APPEND|noFollow, 0o600)
+	rec, err := frameRecord(&d)
 	if err != nil {
 		return false
 	}
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() || fi.Size() != l.size {
-		// Not the log this process left: another's, or a torn record's
-		// tail. The whole state is written, and the log removed.
-		f.Close()
-		return false
-	}
-	_, err = f.Write(rec)
-	if err == nil && durable {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		// What was appended may be torn: the next load stops before it,
-		// and the whole state written now replaces base and log.
-		l.size = -1
+	if ok, torn := appendRecord(h.logPath(), l.size, rec, durable); !ok {
+		if torn {
+			// What was appended may be torn: the next load stops before
+			// it, and the whole state written now replaces base and log.
+			l.size = -1
+		}
 		return false
 	}
 	l.size += int64(len(rec))
