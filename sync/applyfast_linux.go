@@ -4,10 +4,7 @@ package sync
 
 import (
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
-	"io/fs"
-	"math/rand/v2"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -32,7 +29,7 @@ import (
 func writeSmallAt(dirfd int, name string, it *Item, body []byte, exists bool) (e Entry, err error, handled bool) {
 	tmp := name
 	if exists {
-		tmp = fastTempName()
+		tmp = tempName(name) // name has no directory: the name alone
 	}
 	ie := it.Entry
 	perm := uint32(ie.Mode.Perm())
@@ -85,13 +82,7 @@ func writeSmallAt(dirfd int, name string, it *Item, body []byte, exists bool) (e
 		// Written and in place: only its entry is unknown.
 		return Entry{}, err, true
 	}
-	e = Entry{
-		Mode:  fs.FileMode(st.Mode & 0o777),
-		Size:  st.Size,
-		MTime: st.Mtim.Sec*1e9 + st.Mtim.Nsec,
-		CTime: st.Ctim.Sec*1e9 + st.Ctim.Nsec,
-		Ino:   st.Ino,
-	}
+	e = regularEntry(&st)
 	// The content hash is only kept for a file whose mtime is recent (see
 	// racyWindow), as writeItem keeps it.
 	if ie.MTime >= time.Now().Add(-racyWindow).UnixNano() {
@@ -99,14 +90,4 @@ func writeSmallAt(dirfd int, name string, it *Item, body []byte, exists bool) (e
 		e.Hash = hex.EncodeToString(sum[:16])
 	}
 	return e, nil, true
-}
-
-// fastTempName is a temporary name as tempName makes them, without the
-// directory: random (math/rand/v2's generator, seeded by the runtime), so
-// that a command cannot have something waiting at it; one that is there
-// anyway fails the O_EXCL open.
-func fastTempName() string {
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], rand.Uint64())
-	return ".sbx-tmp-" + hex.EncodeToString(b[:6])
 }

@@ -298,10 +298,11 @@ func (hd *helperDir) saveBackground(st *helperState) {
 		} else {
 			removeLog(file)
 		}
-		if fi, _ := os.Stat(file); fi != nil {
+		fi, _ := os.Stat(file)
+		if fi != nil {
 			b.size = fi.Size()
 		}
-		b.sig = helperStateSig(file)
+		b.sig = fileSig(fi)
 	}()
 }
 
@@ -358,17 +359,7 @@ func (hd *helperDir) load(use bool, key string) {
 	// Another process wrote it (or it is gone): what the watch saw is not
 	// what this state was scanned from.
 	hd.watch.Invalidate("the state file changed under this process")
-	// Not waited on, and only a regular file: the state dir is the
-	// sandbox's, and a command there can swap the file for a fifo.
-	f, err := os.OpenFile(hd.file, os.O_RDONLY|noFollow|noWait, 0)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	if isRegular(f) != nil {
-		return
-	}
-	raw, err := readState(f)
+	raw, err := readStateFile(hd.file)
 	if err != nil {
 		return
 	}
@@ -378,6 +369,22 @@ func (hd *helperDir) load(use bool, key string) {
 		hd.state = st
 		hd.log = helperLog{gen: st.Gen, base: int64(len(raw)), size: n, current: true}
 	}
+}
+
+// readStateFile reads a helper's state file, or its log: not waited on,
+// not through a link, and only a regular file (the state dir is the
+// sandbox's, and a command there can swap the file for a fifo), within
+// maxStateBytes.
+func readStateFile(file string) ([]byte, error) {
+	f, err := os.OpenFile(file, os.O_RDONLY|noFollow|noWait, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if err := isRegular(f); err != nil {
+		return nil, err
+	}
+	return readState(f)
 }
 
 // decodeHelperState reads a helper's state file, in today's format or in

@@ -3,8 +3,6 @@ package sync
 import (
 	"bytes"
 	"encoding/gob"
-	"errors"
-	"io/fs"
 	"math/rand/v2"
 	"os"
 )
@@ -116,15 +114,7 @@ func readHelperLog(file string, st *helperState) int64 {
 	if st.Gen == 0 {
 		return 0
 	}
-	f, err := os.OpenFile(file, os.O_RDONLY|noFollow|noWait, 0)
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	if isRegular(f) != nil {
-		return 0
-	}
-	raw, err := readState(f)
+	raw, err := readStateFile(file)
 	if err != nil {
 		return 0
 	}
@@ -208,11 +198,6 @@ func (hd *helperDir) appendApply() bool {
 }
 
 // removeLog removes the log of file (a new base was written: its records
-// name the old generation).
-func removeLog(file string) {
-	if err := os.Remove(file + stateLogSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		// Left: its records name an older generation, which loads
-		// skip, and its size is not what the next append expects.
-		return
-	}
-}
+// name the old generation). One that cannot be removed is left: loads skip
+// its records, and its size is not what the next append expects.
+func removeLog(file string) { os.Remove(file + stateLogSuffix) }

@@ -4,6 +4,8 @@ package sync
 
 import (
 	"archive/tar"
+	"io"
+	"io/fs"
 	"path"
 	"time"
 
@@ -57,19 +59,12 @@ func packFileAt(tw *tar.Writer, dirs *dirRoots, p string, h *tar.Header) (handle
 			continue
 		}
 		if err != nil {
-			return true, &tarReadError{p: p, err: err}
+			return true, &fs.PathError{Op: "read", Path: p, Err: err}
 		}
 		if n == 0 {
 			// Shrunk while we read: pad; the next sync sends the file again.
-			clear(*buf)
-			for left > 0 {
-				k := min(left, int64(len(*buf)))
-				if _, err := tw.Write((*buf)[:k]); err != nil {
-					return true, err
-				}
-				left -= k
-			}
-			return true, nil
+			_, err := io.CopyN(tw, zeroReader{}, left)
+			return true, err
 		}
 		if _, err := tw.Write(b[:n]); err != nil {
 			return true, err
@@ -78,12 +73,3 @@ func packFileAt(tw *tar.Writer, dirs *dirRoots, p string, h *tar.Header) (handle
 	}
 	return true, nil
 }
-
-// tarReadError is a read of a file being packed that failed.
-type tarReadError struct {
-	p   string
-	err error
-}
-
-func (e *tarReadError) Error() string { return "read " + e.p + ": " + e.err.Error() }
-func (e *tarReadError) Unwrap() error { return e.err }

@@ -2,7 +2,6 @@ package sync
 
 import (
 	"fmt"
-	"io/fs"
 	"os"
 	"path"
 	"strconv"
@@ -132,8 +131,7 @@ func (p *placer) fastFile(sd, dd int, name string, buf *[]byte) (bool, Entry, er
 	if err == nil {
 		var placed unix.Stat_t
 		if err = unix.Fstat(out, &placed); err == nil {
-			e = Entry{Mode: fs.FileMode(placed.Mode & 0o777), Size: placed.Size,
-				MTime: placed.Mtim.Nano(), CTime: placed.Ctim.Nano(), Ino: placed.Ino}
+			e = regularEntry(&placed)
 		}
 	}
 	if cerr := unix.Close(out); err == nil {

@@ -74,7 +74,7 @@ func (c *statCache) stat(p string) (Entry, bool, error) {
 	perm := fs.FileMode(st.Mode & 0o777)
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
-		return Entry{Mode: perm, Size: st.Size, MTime: st.Mtim.Nano(), CTime: st.Ctim.Nano(), Ino: st.Ino}, true, nil
+		return regularEntry(&st), true, nil
 	case unix.S_IFDIR:
 		return Entry{Mode: fs.ModeDir | perm}, true, nil
 	case unix.S_IFLNK:
