@@ -28,18 +28,7 @@ func TestHelperLogAfterUnacknowledgedPull(t *testing.T) {
 	p.sync(nil)
 	// A round whose pull is lost: the sandbox's change never reaches
 	// the host.
-	r, _, err := p.h.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	helper := p.helper(r)
-	var push bytes.Buffer
-	if err := r.WritePush(&push); err != nil {
-		t.Fatal(err)
-	}
-	if err := helper.Apply(&push); err != nil {
-		t.Fatal(err)
-	}
+	_, helper := p.push()
 	put(t, filepath.Join(p.sandbox, "made-in-sandbox"), "sandbox")
 	if rep := helper.Collect(new(bytes.Buffer)); rep.Sent != 1 {
 		t.Fatalf("the lost round's pull sent %d, want 1", rep.Sent)
@@ -51,18 +40,7 @@ func TestHelperLogAfterUnacknowledgedPull(t *testing.T) {
 		put(t, filepath.Join(p.host, "d", fmt.Sprintf("%02d", i)), "two")
 	}
 	appends := stateAppends.Load()
-	r, _, err = p.h.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	helper = p.helper(r)
-	push.Reset()
-	if err := r.WritePush(&push); err != nil {
-		t.Fatal(err)
-	}
-	if err := helper.Apply(&push); err != nil {
-		t.Fatal(err)
-	}
+	r, helper := p.push()
 	if stateAppends.Load() == appends {
 		t.Fatal("the push was not saved as a record of the log")
 	}
@@ -72,14 +50,7 @@ func TestHelperLogAfterUnacknowledgedPull(t *testing.T) {
 	}
 	sameHelperState(t, "the helper's state as loaded after the push", loadedHelper(t, hd.file), hd.state)
 	// And the round goes on: the sandbox's file is sent again.
-	var pull bytes.Buffer
-	reply := helper.Collect(&pull)
-	if err := r.ReadPull(&pull); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.Finish(reply); err != nil {
-		t.Fatal(err)
-	}
+	p.finish(r, helper)
 	if got := read(t, filepath.Join(p.host, "made-in-sandbox")); got != "sandbox" {
 		t.Errorf("the sandbox's file, sent again, is %q on the host", got)
 	}

@@ -69,6 +69,17 @@ func (p *pair) helper(r *Round) *Helper {
 
 func (p *pair) sync(run func()) Report {
 	p.t.Helper()
+	r, helper := p.push()
+	if run != nil {
+		run()
+	}
+	return p.finish(r, helper)
+}
+
+// push begins a round trip and applies its push in the sandbox (placed
+// when p.place says so): the first half of sync.
+func (p *pair) push() (*Round, *Helper) {
+	p.t.Helper()
 	os.MkdirAll(p.hstate+"-host", 0o700)
 	r, _, err := p.h.Begin()
 	if err != nil {
@@ -88,9 +99,13 @@ func (p *pair) sync(run func()) Report {
 	if err := helper.Apply(&push); err != nil {
 		p.t.Fatalf("apply push: %v", err)
 	}
-	if run != nil {
-		run()
-	}
+	return r, helper
+}
+
+// finish collects the sandbox's changes, pulls them back and finishes the
+// round: the second half of sync.
+func (p *pair) finish(r *Round, helper *Helper) Report {
+	p.t.Helper()
 	var pull bytes.Buffer
 	reply := helper.Collect(&pull)
 	if err := r.ReadPull(&pull); err != nil {
