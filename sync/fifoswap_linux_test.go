@@ -62,7 +62,7 @@ func TestFifoSwappedInIsNotWaitedOn(t *testing.T) {
 		var out bytes.Buffer
 		tw := tar.NewWriter(&out)
 		err = withDeadline(t, "packing", []string{p}, func() error {
-			return writeEntry(tw, r, dirs, Change{Path: "main.go", Entry: Entry{Mode: 0o644, Size: 3}})
+			return writeEntry(tw, r, dirs, Change{Path: "main.go", Entry: Entry{Mode: 0o644, Size: 3}}, nil)
 		})
 		if err != nil {
 			t.Errorf("packing a file now a fifo (by descriptor: %v): %v, want it sent as deleted", dirs != nil, err)

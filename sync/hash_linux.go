@@ -4,7 +4,6 @@ package sync
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
 	"io/fs"
 
 	"golang.org/x/sys/unix"
@@ -52,5 +51,5 @@ func hashFile(p string) (string, error) {
 		}
 		h.Write((*buf)[:n])
 	}
-	return hex.EncodeToString(h.Sum(nil)[:16]), nil
+	return hashString(h), nil
 }

@@ -547,6 +547,41 @@ type Round struct {
 	// watch), the manifest the scan was compared with and the paths where
 	// the new one may differ from it (Scanner.Changed).
 	scanned []scanned
+	// packed is, per code dir whose scan deferred hashes
+	// (Scanner.Deferred), the hashes the push took of what it sent.
+	packed []*packHashes
+}
+
+// unreadHash is the hash a manifest records for a file the scan did not
+// hash (Scanner.Deferred) and the push did not send whole (it was placed,
+// or turned into something else, or the push stopped): it equals no
+// content's, so the next scan that finds the file's stat unchanged hashes
+// it and sends it again, and one that finds it changed sends it anyway.
+const unreadHash = "unread"
+
+// settleDeferred records in the manifests the hashes of the files whose
+// scan left them unread: what the push sent, or unreadHash. It leaves
+// r.packed as it is: the push's goroutine may still be reading it (a
+// sandbox that answered before reading the whole push).
+func (r *Round) settleDeferred() {
+	for i, ph := range r.packed {
+		if ph == nil || i >= len(r.cur) {
+			continue
+		}
+		for p := range ph.want {
+			e, ok := r.cur[i][p]
+			if !ok || !e.Mode.IsRegular() || e.Hash != "" {
+				continue
+			}
+			if h, sent := ph.take(p); sent {
+				e.Hash = h
+			} else {
+				e.Hash = unreadHash
+			}
+			e.Verified = false
+			r.cur[i][p] = e
+		}
+	}
 }
 
 // scanned is a code dir's scan as Round.scanned keeps it.
@@ -639,7 +674,17 @@ func (h *Host) Begin() (*Round, Report, error) {
 			// In place: the round undoes it if it does not finish.
 			cur = h.st.Manifests[i]
 			var u Undo
+			sc.DeferHash = true
 			changes, u, err = sc.Update(d.cfg.Path, cur, d.watch)
+			if err == nil && len(sc.Deferred) > 0 {
+				for len(r.packed) <= i {
+					r.packed = append(r.packed, nil)
+				}
+				r.packed[i] = &packHashes{want: make(map[string]bool, len(sc.Deferred))}
+				for _, p := range sc.Deferred {
+					r.packed[i].want[p] = true
+				}
+			}
 			h.changing(i, u.paths()...)
 			for len(r.undo) <= i {
 				r.undo = append(r.undo, nil)
@@ -705,7 +750,11 @@ func (r *Round) WritePush(w io.Writer) error {
 		if placed {
 			changes = nil
 		}
-		if err := WritePatch(w, d.cfg.Path, changes); err != nil {
+		var ph *packHashes
+		if i < len(r.packed) {
+			ph = r.packed[i]
+		}
+		if err := writePatch(w, d.cfg.Path, changes, ph); err != nil {
 			return err
 		}
 		if placed && r.Request.Dirs[i].Placed > 0 {
@@ -930,6 +979,7 @@ func (r *Round) Finish(reply HelperReply) (Report, error) {
 	if reply.Error != "" {
 		return rep, fmt.Errorf("sandbox side of the sync: %s", reply.Error)
 	}
+	r.settleDeferred()
 	// The sandbox now mirrors what was pushed.
 	for i := range r.cur {
 		if i < len(h.st.Manifests) && sameMap(r.cur[i], h.st.Manifests[i]) {

@@ -2,7 +2,6 @@ package sync
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -96,6 +95,14 @@ type Scanner struct {
 	// log), 30-40 ms at 100k entries.
 	Track   bool
 	Changed []string
+	// DeferHash lets an incremental scan (Update with a watch) leave
+	// unread the racy files whose stat already shows a change from the
+	// manifest: they travel whatever their hash says, and the push reads
+	// them anyway. It lists them in Deferred with no hash in their
+	// entries, and keeps them unsettled; the caller records the hash of
+	// what the push sent (Round.Finish: unreadHash where it sent none).
+	DeferHash bool
+	Deferred  []string
 
 	// watch, when set, is armed as the walk goes (Update): each directory
 	// is watched before it is read. watchErr is the first watch that
@@ -423,7 +430,7 @@ func hashReader(r io.Reader) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return hex.EncodeToString(h.Sum(nil)[:16]), nil
+	return hashString(h), nil
 }
 
 // Change is one difference between two manifests.

@@ -53,7 +53,7 @@ func TestPackFileAtAsRoot(t *testing.T) {
 		tw := tar.NewWriter(&out)
 		var errs []string
 		for _, c := range changes {
-			if err := writeEntry(tw, r, dirs, c); err != nil {
+			if err := writeEntry(tw, r, dirs, c, nil); err != nil {
 				errs = append(errs, c.Path)
 				// A refused entry stops the real patch (WritePatch);
 				// here the next entries are packed on a new writer.

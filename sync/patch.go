@@ -2,8 +2,11 @@ package sync
 
 import (
 	"archive/tar"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"os"
@@ -107,6 +110,45 @@ const paxDeleted = "SBX.deleted"
 // root. A file that vanished since the scan is sent as deleted; one that
 // changed size is sent as it was when opened (the next sync sends the rest).
 func WritePatch(w io.Writer, root string, changes []Change) error {
+	return writePatch(w, root, changes, nil)
+}
+
+// packHashes collects, for the paths in want (a scan's Deferred), the hash
+// of the content a push sent for each: what the sandbox then has, and what
+// the host's manifest records for it (Round.Finish). The goroutine that
+// streams the push fills it while the round's owner may read it.
+type packHashes struct {
+	want map[string]bool
+	mu   gosync.Mutex
+	got  map[string]string
+}
+
+func (ph *packHashes) wants(p string) bool { return ph != nil && ph.want[p] }
+
+func (ph *packHashes) put(p, h string) {
+	ph.mu.Lock()
+	if ph.got == nil {
+		ph.got = map[string]string{}
+	}
+	ph.got[p] = h
+	ph.mu.Unlock()
+}
+
+// take returns the hash sent for p, if the push sent p whole.
+func (ph *packHashes) take(p string) (string, bool) {
+	if ph == nil {
+		return "", false
+	}
+	ph.mu.Lock()
+	defer ph.mu.Unlock()
+	h, ok := ph.got[p]
+	return h, ok
+}
+
+// hashString is how a manifest writes a content hash.
+func hashString(h hash.Hash) string { return hex.EncodeToString(h.Sum(nil)[:16]) }
+
+func writePatch(w io.Writer, root string, changes []Change, ph *packHashes) error {
 	r, err := os.OpenRoot(root)
 	if err != nil {
 		return err
@@ -116,7 +158,7 @@ func WritePatch(w io.Writer, root string, changes []Change) error {
 	dirs := &dirRoots{base: r, m: map[string]*os.Root{}}
 	defer dirs.close()
 	for _, c := range changes {
-		if err := writeEntry(tw, r, dirs, c); err != nil {
+		if err := writeEntry(tw, r, dirs, c, ph); err != nil {
 			return fmt.Errorf("send %s: %w", c.Path, err)
 		}
 	}
@@ -128,12 +170,29 @@ func deletedHeader(p string) *tar.Header {
 		PAXRecords: map[string]string{paxDeleted: "1"}}
 }
 
-func writeEntry(tw *tar.Writer, r *os.Root, dirs *dirRoots, c Change) error {
+// writeEntry writes c's entry; for a regular file that ph wants, it
+// records the hash of the content sent.
+func writeEntry(tw *tar.Writer, r *os.Root, dirs *dirRoots, c Change, ph *packHashes) error {
 	if c.Deleted {
 		return tw.WriteHeader(deletedHeader(c.Path))
 	}
+	if ph.wants(c.Path) {
+		sum := sha256.New()
+		h := &tar.Header{}
+		err := writeContent(tw, r, dirs, c, h, sum)
+		if err == nil && h.Typeflag == tar.TypeReg {
+			ph.put(c.Path, hashString(sum))
+		}
+		return err
+	}
+	return writeContent(tw, r, dirs, c, &tar.Header{}, nil)
+}
+
+// writeContent is writeEntry's, into h; sum, when set, also takes the
+// content of a regular file as sent (its padding too, if it shrank).
+func writeContent(tw *tar.Writer, r *os.Root, dirs *dirRoots, c Change, h *tar.Header, sum hash.Hash) error {
 	e := c.Entry
-	h := &tar.Header{Name: c.Path, Mode: int64(e.Mode.Perm()), Format: tar.FormatPAX, ModTime: time.Unix(0, e.MTime)}
+	*h = tar.Header{Name: c.Path, Mode: int64(e.Mode.Perm()), Format: tar.FormatPAX, ModTime: time.Unix(0, e.MTime)}
 	switch {
 	case e.Mode.IsDir():
 		h.Typeflag = tar.TypeDir
@@ -144,7 +203,7 @@ func writeEntry(tw *tar.Writer, r *os.Root, dirs *dirRoots, c Change) error {
 		return tw.WriteHeader(h)
 	}
 	if dirs != nil {
-		if handled, err := packFileAt(tw, dirs, c.Path, h); handled {
+		if handled, err := packFileAt(tw, dirs, c.Path, h, sum); handled {
 			return err
 		}
 	}
@@ -170,15 +229,19 @@ func writeEntry(tw *tar.Writer, r *os.Root, dirs *dirRoots, c Change) error {
 	}
 	// Through a pooled buffer: io.CopyN from an os.File takes its WriteTo,
 	// which makes a new 32 KiB buffer for each file packed.
+	var out io.Writer = tw
+	if sum != nil {
+		out = io.MultiWriter(tw, sum)
+	}
 	buf := copyBufs.Get().(*[]byte)
-	n, err := io.CopyBuffer(writerOnly{tw}, readerOnly{io.LimitReader(f, fi.Size())}, *buf)
+	n, err := io.CopyBuffer(writerOnly{out}, readerOnly{io.LimitReader(f, fi.Size())}, *buf)
 	copyBufs.Put(buf)
 	if err == nil && n < fi.Size() {
 		err = io.EOF
 	}
 	if err != nil && errors.Is(err, io.EOF) {
 		// Shrunk while we read: pad; the next sync sends the file again.
-		_, err = io.CopyN(tw, zeroReader{}, fi.Size()-n)
+		_, err = io.CopyN(out, zeroReader{}, fi.Size()-n)
 	}
 	return err
 }

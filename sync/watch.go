@@ -402,14 +402,17 @@ func (s *Scanner) incremental(root string, m Manifest, w *Watch, touched map[str
 	// Hashes, as a full scan decides them.
 	racy := racyFor(root, start)
 	var toHash []string
+	s.Deferred = nil
 	for p, e := range now {
 		if !e.Mode.IsRegular() {
 			continue
 		}
-		if e2, need := hashDecision(p, e, m, racy); need {
-			toHash = append(toHash, p)
-		} else {
+		if e2, need := hashDecision(p, e, m, racy); !need {
 			now[p] = e2
+		} else if s.DeferHash && racy.entry(e) && statShows(m, p, e) {
+			s.Deferred = append(s.Deferred, p)
+		} else {
+			toHash = append(toHash, p)
 		}
 	}
 	if err := hashAll(root, now, m, toHash, racy, 8); err != nil {
@@ -459,6 +462,9 @@ func (s *Scanner) incremental(root string, m Manifest, w *Watch, touched map[str
 			w.unsettled[p] = true
 		}
 	}
+	for _, p := range s.Deferred {
+		w.unsettled[p] = true
+	}
 	return ch, u, true, nil
 }
 
@@ -469,10 +475,10 @@ func hashDecision(p string, e Entry, prev Manifest, racy racyRule) (Entry, bool)
 	if racy.entry(e) {
 		return e, true // it may still change within its mtime's tick
 	}
-	old, had := prev[p]
-	if !had || old.Mode != e.Mode || old.Size != e.Size || old.MTime != e.MTime {
+	if statShows(prev, p, e) {
 		return e, false // a change the stat shows: no hash needed to see it
 	}
+	old := prev[p]
 	moved := (old.Ino != 0 && old.Ino != e.Ino) || (old.CTime != 0 && old.CTime != e.CTime)
 	switch {
 	case moved || (old.Hash != "" && !old.Verified):
@@ -481,6 +487,13 @@ func hashDecision(p string, e Entry, prev Manifest, racy racyRule) (Entry, bool)
 		e.Hash, e.Verified = old.Hash, true
 	}
 	return e, false
+}
+
+// statShows reports whether e, found at p, differs from prev's entry in
+// what Diff compares before any hash: a change whatever the content.
+func statShows(prev Manifest, p string, e Entry) bool {
+	old, had := prev[p]
+	return !had || old.Mode != e.Mode || old.Size != e.Size || old.MTime != e.MTime
 }
 
 // statPathFunc, when set, is what the incremental scan stats each path

@@ -186,7 +186,7 @@ func writeItemOnce(r *os.Root, it *Item, dst string, direct ...bool) (Entry, err
 	}
 	ne, _ := entryOf(fi)
 	if h != nil {
-		ne.Hash = hex.EncodeToString(h.Sum(nil)[:16])
+		ne.Hash = hashString(h)
 	}
 	return ne, nil
 }
