@@ -335,7 +335,8 @@ func serve(port string) {
 	for {
 		c, err := l.Accept()
 		if err != nil {
-			continue
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
 		}
 		go func() {
 			defer c.Close()
