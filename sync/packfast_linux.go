@@ -4,7 +4,6 @@ package sync
 
 import (
 	"archive/tar"
-	"hash"
 	"io"
 	"io/fs"
 	"path"
@@ -14,16 +13,16 @@ import (
 )
 
 // packFileAt writes the tar entry of the regular file p (its header h,
-// filled in here from the open file, and its content; sum, when set, takes
-// the content too) as writeEntry does,
+// filled in here from the open file, through tw, and its content through
+// out) as writeFile does,
 // opening it relative to its directory's descriptor (dirs.fd) with the
 // system calls themselves: os.Root's OpenFile walks every directory of
 // the path again for each file (an openat and a close each), and an
 // os.File adds a poller registration and fcntl calls. handled is false
-// when it did nothing and writeEntry's own way is to be taken (the
+// when it did nothing and writeFile's own way is to be taken (the
 // directory could not be opened, or the open failed other than for a
 // file that is gone).
-func packFileAt(tw *tar.Writer, dirs *dirRoots, p string, h *tar.Header, sum hash.Hash) (handled bool, err error) {
+func packFileAt(tw *tar.Writer, out io.Writer, dirs *dirRoots, p string, h *tar.Header) (handled bool, err error) {
 	dirfd := dirs.fd(path.Dir(p))
 	if dirfd < 0 {
 		return false, nil
@@ -65,18 +64,11 @@ func packFileAt(tw *tar.Writer, dirs *dirRoots, p string, h *tar.Header, sum has
 		}
 		if n == 0 {
 			// Shrunk while we read: pad; the next sync sends the file again.
-			var out io.Writer = tw
-			if sum != nil {
-				out = io.MultiWriter(tw, sum)
-			}
 			_, err := io.CopyN(out, zeroReader{}, left)
 			return true, err
 		}
-		if _, err := tw.Write(b[:n]); err != nil {
+		if _, err := out.Write(b[:n]); err != nil {
 			return true, err
-		}
-		if sum != nil {
-			sum.Write(b[:n])
 		}
 		left -= int64(n)
 	}

@@ -4,11 +4,11 @@ package sync
 
 import (
 	"archive/tar"
-	"hash"
+	"io"
 )
 
-// packFileAt is Linux's (packfast_linux.go); elsewhere writeEntry opens
+// packFileAt is Linux's (packfast_linux.go); elsewhere writeFile opens
 // each file through its os.Root.
-func packFileAt(tw *tar.Writer, dirs *dirRoots, p string, h *tar.Header, sum hash.Hash) (bool, error) {
+func packFileAt(tw *tar.Writer, out io.Writer, dirs *dirRoots, p string, h *tar.Header) (bool, error) {
 	return false, nil
 }

@@ -136,9 +136,6 @@ func (ph *packHashes) put(p, h string) {
 
 // take returns the hash sent for p, if the push sent p whole.
 func (ph *packHashes) take(p string) (string, bool) {
-	if ph == nil {
-		return "", false
-	}
 	ph.mu.Lock()
 	defer ph.mu.Unlock()
 	h, ok := ph.got[p]
@@ -171,28 +168,13 @@ func deletedHeader(p string) *tar.Header {
 }
 
 // writeEntry writes c's entry; for a regular file that ph wants, it
-// records the hash of the content sent.
+// records the hash of the content sent (its padding too, if it shrank).
 func writeEntry(tw *tar.Writer, r *os.Root, dirs *dirRoots, c Change, ph *packHashes) error {
 	if c.Deleted {
 		return tw.WriteHeader(deletedHeader(c.Path))
 	}
-	if ph.wants(c.Path) {
-		sum := sha256.New()
-		h := &tar.Header{}
-		err := writeContent(tw, r, dirs, c, h, sum)
-		if err == nil && h.Typeflag == tar.TypeReg {
-			ph.put(c.Path, hashString(sum))
-		}
-		return err
-	}
-	return writeContent(tw, r, dirs, c, &tar.Header{}, nil)
-}
-
-// writeContent is writeEntry's, into h; sum, when set, also takes the
-// content of a regular file as sent (its padding too, if it shrank).
-func writeContent(tw *tar.Writer, r *os.Root, dirs *dirRoots, c Change, h *tar.Header, sum hash.Hash) error {
 	e := c.Entry
-	*h = tar.Header{Name: c.Path, Mode: int64(e.Mode.Perm()), Format: tar.FormatPAX, ModTime: time.Unix(0, e.MTime)}
+	h := &tar.Header{Name: c.Path, Mode: int64(e.Mode.Perm()), Format: tar.FormatPAX, ModTime: time.Unix(0, e.MTime)}
 	switch {
 	case e.Mode.IsDir():
 		h.Typeflag = tar.TypeDir
@@ -202,14 +184,30 @@ func writeContent(tw *tar.Writer, r *os.Root, dirs *dirRoots, c Change, h *tar.H
 		h.Typeflag, h.Linkname, h.ModTime = tar.TypeSymlink, e.Link, time.Time{}
 		return tw.WriteHeader(h)
 	}
+	if !ph.wants(c.Path) {
+		return writeFile(tw, tw, r, dirs, c.Path, h)
+	}
+	sum := sha256.New()
+	err := writeFile(tw, io.MultiWriter(tw, sum), r, dirs, c.Path, h)
+	if err == nil && h.Typeflag == tar.TypeReg {
+		ph.put(c.Path, hashString(sum))
+	}
+	return err
+}
+
+// writeFile writes the entry of the regular file p: its header h, filled
+// in from the open file, through tw, and its content through out (tw, or
+// tw and a hash). One that is gone or no longer a regular file is sent as
+// deleted, and h is left as it was.
+func writeFile(tw *tar.Writer, out io.Writer, r *os.Root, dirs *dirRoots, p string, h *tar.Header) error {
 	if dirs != nil {
-		if handled, err := packFileAt(tw, dirs, c.Path, h, sum); handled {
+		if handled, err := packFileAt(tw, out, dirs, p, h); handled {
 			return err
 		}
 	}
-	f, err := r.OpenFile(c.Path, os.O_RDONLY|noFollow|noWait, 0)
+	f, err := r.OpenFile(p, os.O_RDONLY|noFollow|noWait, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		return tw.WriteHeader(deletedHeader(c.Path))
+		return tw.WriteHeader(deletedHeader(p))
 	}
 	if err != nil {
 		return err
@@ -220,7 +218,7 @@ func writeContent(tw *tar.Writer, r *os.Root, dirs *dirRoots, c Change, h *tar.H
 		return err
 	}
 	if !fi.Mode().IsRegular() {
-		return tw.WriteHeader(deletedHeader(c.Path))
+		return tw.WriteHeader(deletedHeader(p))
 	}
 	h.Typeflag, h.Size, h.ModTime = tar.TypeReg, fi.Size(), fi.ModTime()
 	h.Mode = int64(fi.Mode().Perm())
@@ -229,10 +227,6 @@ func writeContent(tw *tar.Writer, r *os.Root, dirs *dirRoots, c Change, h *tar.H
 	}
 	// Through a pooled buffer: io.CopyN from an os.File takes its WriteTo,
 	// which makes a new 32 KiB buffer for each file packed.
-	var out io.Writer = tw
-	if sum != nil {
-		out = io.MultiWriter(tw, sum)
-	}
 	buf := copyBufs.Get().(*[]byte)
 	n, err := io.CopyBuffer(writerOnly{out}, readerOnly{io.LimitReader(f, fi.Size())}, *buf)
 	copyBufs.Put(buf)
