@@ -48,21 +48,7 @@ func readDir(full string) ([]dirEntry, error) {
 			e.Mode = fs.ModeDir | perm
 		case unix.S_IFLNK:
 			e.Mode = fs.ModeSymlink | perm
-			if link == nil {
-				link = make([]byte, 256)
-			}
-			for {
-				n := readlinkat(fd, cname, link)
-				if n == len(link) {
-					link = make([]byte, 2*len(link))
-					continue
-				}
-				if n > 0 {
-					e.Link = string(link[:n])
-				}
-				break
-			}
-			if e.Link == "" {
+			if e.Link = linkTarget(fd, cname, &link); e.Link == "" {
 				return nil // unreadable or gone
 			}
 		case unix.S_IFREG:
@@ -81,6 +67,26 @@ func readDir(full string) ([]dirEntry, error) {
 		return nil, &os.PathError{Op: "readdirent", Path: full, Err: err}
 	}
 	return out, nil
+}
+
+// linkTarget is the target of the link named cname in the directory open
+// at dirfd, read into *buf (made, or grown, as needed); "" when it cannot
+// be read (gone, or no longer a link).
+func linkTarget(dirfd int, cname *byte, buf *[]byte) string {
+	if *buf == nil {
+		*buf = make([]byte, 256)
+	}
+	for {
+		n := readlinkat(dirfd, cname, *buf)
+		if n == len(*buf) {
+			*buf = make([]byte, 2*len(*buf))
+			continue
+		}
+		if n > 0 {
+			return string((*buf)[:n])
+		}
+		return ""
+	}
 }
 
 // readlinkat reads the link named cname in the directory open at dirfd into

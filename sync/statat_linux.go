@@ -78,16 +78,13 @@ func (c *statCache) stat(p string) (Entry, bool, error) {
 	case unix.S_IFDIR:
 		return Entry{Mode: fs.ModeDir | perm}, true, nil
 	case unix.S_IFLNK:
-		buf := make([]byte, 256)
-		for {
-			n, err := unix.Readlinkat(dfd, name, buf)
-			if err != nil || n == 0 {
-				return Entry{}, false, nil
-			}
-			if n < len(buf) {
-				return Entry{Mode: fs.ModeSymlink | perm, Link: string(buf[:n])}, true, nil
-			}
-			buf = make([]byte, 2*len(buf))
+		cname, err := unix.BytePtrFromString(name)
+		if err != nil {
+			return Entry{}, false, nil
+		}
+		var buf []byte
+		if link := linkTarget(dfd, cname, &buf); link != "" {
+			return Entry{Mode: fs.ModeSymlink | perm, Link: link}, true, nil
 		}
 	}
 	return Entry{}, false, nil
